@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run the whole test suite on a fresh machine: set-up (venv, packages, jars incl. S3A), lint, types, tests.
+# Extra arguments go to pytest (e.g. infra/test.sh -k producer -x).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$ROOT/infra/setup.sh" --s3
+cd "$ROOT"
+PY="$ROOT/.venv/bin/python"
+if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
+  echo "[test] ruff" >&2
+  "$ROOT/.venv/bin/ruff" check .
+  echo "[test] mypy" >&2
+  "$ROOT/.venv/bin/mypy"
+fi
+echo "[test] pytest" >&2
+exec "$PY" -m pytest "$@"
