@@ -1,0 +1,175 @@
+"""Where the lake is: warehouse location, catalog database, object-store credentials.
+
+Configuration is layered like pyiceberg's: explicit arguments win over environment variables, which win
+over defaults. The environment variables are the ones the command line documents
+(``COMPACTOR_WAREHOUSE``, ``COMPACTOR_CATALOG_URI``) plus the standard AWS ones for S3, so MinIO and moto
+work by pointing ``AWS_ENDPOINT_URL`` at them.
+
+A ``LakeConfig`` renders the same catalog for both engines: pyiceberg's ``SqlCatalog`` (SQLAlchemy URL) and
+Iceberg's Spark ``JdbcCatalog`` (JDBC URL). The catalog name is stored in every catalog row, so both sides
+must use the same one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from compactor.errors import InputError
+
+DEFAULT_CATALOG_NAME = "lake"
+CATALOG_FILE = "catalog.db"
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Object-store endpoint and credentials (from the standard AWS variables unless given)."""
+
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    region: str = "us-east-1"
+    path_style: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> S3Settings:
+        return cls(
+            endpoint=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+            access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+            secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+            session_token=env.get("AWS_SESSION_TOKEN") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            path_style=env.get("COMPACTOR_S3_PATH_STYLE", "true").lower() != "false",
+        )
+
+
+@dataclass(frozen=True)
+class CatalogUri:
+    """One catalog database, expressed for SQLAlchemy (pyiceberg) and for JDBC (Spark)."""
+
+    sqlalchemy_url: str
+    jdbc_url: str
+    jdbc_user: str | None = None
+    jdbc_password: str | None = None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.sqlalchemy_url.startswith("sqlite")
+
+    @classmethod
+    def parse(cls, uri: str) -> CatalogUri:
+        """Accept a SQLite file path, ``sqlite:///path``, ``jdbc:sqlite:path`` or ``postgresql://...``."""
+        text = uri.strip()
+        if not text:
+            raise InputError("the catalog URI is empty")
+        if text.startswith("jdbc:"):
+            text = text[len("jdbc:"):]
+        if text.startswith("sqlite:"):
+            path = text[len("sqlite:"):]
+            while path.startswith("//"):
+                path = path[1:]
+            return cls._sqlite(path)
+        scheme = text.split("://", 1)[0] if "://" in text else ""
+        if scheme.startswith(("postgresql", "postgres")):
+            return cls._postgres(text)
+        if scheme:
+            raise InputError(
+                f"unsupported catalog URI scheme '{scheme}': use a SQLite file path or postgresql://user:pass@host/db"
+            )
+        return cls._sqlite(text)
+
+    @classmethod
+    def _sqlite(cls, path: str) -> CatalogUri:
+        absolute = Path(path).expanduser().resolve()
+        return cls(sqlalchemy_url=f"sqlite:///{absolute}", jdbc_url=f"jdbc:sqlite:{absolute}")
+
+    @classmethod
+    def _postgres(cls, text: str) -> CatalogUri:
+        parts = urlsplit(text)
+        if not parts.hostname or not parts.path.strip("/"):
+            raise InputError(f"a PostgreSQL catalog URI needs a host and a database: {text!r}")
+        host = parts.hostname + (f":{parts.port}" if parts.port else "")
+        database = parts.path.lstrip("/")
+        user = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+        credentials = ""
+        if parts.username:
+            credentials = parts.username + (f":{parts.password}" if parts.password else "") + "@"
+        query = f"?{parts.query}" if parts.query else ""
+        return cls(
+            sqlalchemy_url=f"postgresql+psycopg2://{credentials}{host}/{database}{query}",
+            jdbc_url=f"jdbc:postgresql://{host}/{database}{query}",
+            jdbc_user=user,
+            jdbc_password=password,
+        )
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """Everything needed to open the lake: warehouse, catalog and (for S3) credentials."""
+
+    warehouse: str
+    catalog: CatalogUri
+    catalog_name: str = DEFAULT_CATALOG_NAME
+    s3: S3Settings = field(default_factory=S3Settings)
+
+    @property
+    def is_s3(self) -> bool:
+        return self.warehouse.startswith("s3://")
+
+    @property
+    def local_warehouse_path(self) -> Path | None:
+        if self.is_s3:
+            return None
+        return Path(urlsplit(self.warehouse).path)
+
+    @classmethod
+    def resolve(
+        cls,
+        warehouse: str | None = None,
+        catalog_uri: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> LakeConfig:
+        """Combine arguments, environment and defaults into a validated configuration."""
+        environ = os.environ if env is None else env
+        raw_warehouse = warehouse or environ.get("COMPACTOR_WAREHOUSE") or "./warehouse"
+        raw_catalog = catalog_uri or environ.get("COMPACTOR_CATALOG_URI") or None
+        catalog_name = environ.get("COMPACTOR_CATALOG_NAME") or DEFAULT_CATALOG_NAME
+        s3 = S3Settings.from_env(environ)
+        normalised = normalise_warehouse(raw_warehouse)
+        if normalised.startswith("s3://"):
+            if raw_catalog is None:
+                raise InputError(
+                    "an s3:// warehouse needs --catalog-uri (or COMPACTOR_CATALOG_URI): a SQLite file path "
+                    "or postgresql://user:pass@host/db"
+                )
+            catalog = CatalogUri.parse(raw_catalog)
+        elif raw_catalog is None:
+            local = Path(urlsplit(normalised).path)
+            catalog = CatalogUri.parse(str(local / CATALOG_FILE))
+        else:
+            catalog = CatalogUri.parse(raw_catalog)
+        return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3)
+
+
+def normalise_warehouse(location: str) -> str:
+    """Return ``file:///abs/path`` for local directories and ``s3://bucket/prefix`` for S3."""
+    text = location.strip()
+    if not text:
+        raise InputError("the warehouse location is empty")
+    if text.startswith(("s3://", "s3a://")):
+        rest = text.split("://", 1)[1].strip("/")
+        bucket = rest.split("/", 1)[0]
+        if not bucket:
+            raise InputError(f"an S3 warehouse needs a bucket: {location!r}")
+        return "s3://" + rest
+    if text.startswith("file://"):
+        text = urlsplit(text).path
+    elif "://" in text:
+        raise InputError(f"unsupported warehouse location {location!r}: use a directory or s3://bucket/prefix")
+    absolute = Path(text).expanduser().resolve()
+    return f"file://{absolute}"

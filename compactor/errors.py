@@ -1,0 +1,126 @@
+"""The product's exceptions: one base class, a few families, and messages a user can act on.
+
+Each class also inherits the matching builtin (``ValueError``, ``LookupError``, ...) so callers can catch
+either, and says whether retrying the same operation may succeed (``retryable``). The command line maps
+``OutcomeUnknownError`` to exit status 75 and every other ``CompactorError`` to status 1 with its message.
+"""
+
+from __future__ import annotations
+
+
+class CompactorError(Exception):
+    """Base class of every error this product raises on purpose."""
+
+    retryable: bool = False
+    exit_code: int = 1
+
+
+class TransientError(CompactorError):
+    """A failure that may go away if the operation is retried (a race, an outage)."""
+
+    retryable = True
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+
+class InputError(CompactorError, ValueError):
+    """The caller asked for something that cannot be done as asked."""
+
+
+class InvalidTopicNameError(InputError):
+    """A topic name is not of the form ``namespace.topic`` or uses a reserved suffix."""
+
+
+class InvalidSettingError(InputError):
+    """A topic setting is unknown, malformed, out of range, or inconsistent with another."""
+
+
+class InvalidRecordError(InputError):
+    """A record of a produce batch is malformed; carries the 1-based line number when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class BatchIdConflictError(InputError):
+    """A batch id was re-sent with different records than the batch that committed under it."""
+
+
+class OffsetOutOfRangeError(InputError, IndexError):
+    """A start position is outside what the view being read holds (Kafka's OffsetOutOfRange)."""
+
+
+class PolicyError(InputError):
+    """The topic's ``cleanup.policy`` does not allow the requested operation."""
+
+
+# --- things that are not there ---------------------------------------------------------------------
+
+
+class NotFoundError(CompactorError, LookupError):
+    """Something named by the caller does not exist."""
+
+
+class TopicNotFoundError(NotFoundError):
+    """No table of that name exists in the catalog."""
+
+
+class NotATopicError(InputError):
+    """The table exists but does not carry the topic marker (or its schema is not a topic's)."""
+
+
+class TopicExistsError(CompactorError, FileExistsError):
+    """``topic create`` on a name that is already taken."""
+
+
+class CursorExpiredError(NotFoundError):
+    """An as-of read named a cursor that is no longer retained."""
+
+
+class SnapshotExpiredError(NotFoundError):
+    """A pinned snapshot is gone (the reader outlived its lease)."""
+
+
+# --- integrity ---------------------------------------------------------------------------------------
+
+
+class CursorCorruptError(CompactorError):
+    """The cursor names a snapshot that is missing or unreadable, or carries malformed metadata."""
+
+
+class TopicCorruptError(CompactorError):
+    """A topic's durable state (offsets, properties) is malformed."""
+
+
+# --- races and outages ------------------------------------------------------------------------------------
+
+
+class AppendConflictError(TransientError):
+    """An append kept losing the race with other appenders and gave up after its retry bound."""
+
+
+class CursorMovedError(TransientError):
+    """Another compaction published a cursor after this run pinned its own."""
+
+
+class CommitConflictError(TransientError):
+    """A conditional commit failed because the table changed underneath it."""
+
+
+class StorageUnavailableError(TransientError, ConnectionError):
+    """The catalog database or the object store could not be reached or refused the credentials."""
+
+
+class OutcomeUnknownError(TransientError):
+    """A commit was sent but its result could not be learned; re-running the command is safe."""
+
+    exit_code = 75
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"outcome unknown: {message}")
+
+
+class InjectedFailureError(CompactorError):
+    """Raised at a named failure point enabled by a test (see ``compactor.failpoints``)."""

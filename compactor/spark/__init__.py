@@ -1,0 +1,1 @@
+"""Spark integration: the session factory and the jars it needs."""

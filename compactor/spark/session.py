@@ -1,0 +1,189 @@
+"""The SparkSession factory: Iceberg's SparkCatalog on the same JDBC catalog pyiceberg uses.
+
+Two kinds of settings:
+
+* **required** ones without which nothing works: the Iceberg SQL extensions, the catalog
+  (``spark.sql.catalog.<name>.*``), the jars, and for S3 the S3A file system. These are always set (jars and
+  extensions are appended to whatever is already there).
+* **local-development defaults** (master ``local[*]``, driver memory, UTC, quiet UI). These are applied only
+  when nothing else set them: under ``spark-submit`` the submitted configuration wins, and locally a key
+  present in ``spark-defaults.conf`` or ``PYSPARK_SUBMIT_ARGS`` is left alone.
+
+The session is shared: ``get_or_create_session`` returns the active one if it already exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from compactor.config import LakeConfig
+from compactor.spark.jars import required_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def catalog_settings(config: LakeConfig) -> dict[str, str]:
+    """The ``spark.sql.catalog.<name>.*`` settings (and S3A settings) for ``config``."""
+    name = config.catalog_name
+    prefix = f"spark.sql.catalog.{name}"
+    warehouse = config.warehouse
+    settings = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": config.catalog.jdbc_url,
+        f"{prefix}.warehouse": warehouse,
+        # pyiceberg creates the catalog tables; Java creating them would hold a SQLite read lock for the
+        # life of the session and use the older layout (see README, "Facts found the hard way").
+        f"{prefix}.jdbc.init-catalog-tables": "false",
+        # pyiceberg commits while Spark runs; a cached table would hide them for 30 s.
+        f"{prefix}.cache-enabled": "false",
+    }
+    if config.catalog.jdbc_user:
+        settings[f"{prefix}.jdbc.user"] = config.catalog.jdbc_user
+    if config.catalog.jdbc_password:
+        settings[f"{prefix}.jdbc.password"] = config.catalog.jdbc_password
+    if config.is_s3:
+        settings.update(s3a_settings(config))
+    return settings
+
+
+def s3a_settings(config: LakeConfig) -> dict[str, str]:
+    """Hadoop S3A settings: path-style access and explicit endpoint for MinIO and moto."""
+    s3 = config.s3
+    out = {
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.path.style.access": "true" if s3.path_style else "false",
+        "spark.hadoop.fs.s3a.endpoint.region": s3.region,
+        "spark.hadoop.fs.s3a.attempts.maximum": "3",
+        "spark.hadoop.fs.s3a.retry.limit": "3",
+        "spark.hadoop.fs.s3a.connection.establish.timeout": "10000",
+        "spark.hadoop.fs.s3a.connection.timeout": "30000",
+    }
+    if s3.endpoint:
+        parts = urlsplit(s3.endpoint)
+        out["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
+        out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "true" if parts.scheme == "https" else "false"
+    if s3.access_key_id:
+        out["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id
+        out["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key or ""
+        if s3.session_token:
+            out["spark.hadoop.fs.s3a.session.token"] = s3.session_token
+            out["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
+                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
+        else:
+            out["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
+                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+    return out
+
+
+def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """Settings for a local run; each is skipped if the user's Spark configuration already has it."""
+    cores = env.get("COMPACTOR_SPARK_CORES", "*")
+    shuffle = env.get("COMPACTOR_SHUFFLE_PARTITIONS") or str(max(2, 2 * (os.cpu_count() or 2)))
+    return {
+        "spark.master": f"local[{cores}]",
+        "spark.app.name": "iceberg-topic-compactor",
+        "spark.driver.memory": env.get("COMPACTOR_DRIVER_MEMORY", "2g"),
+        "spark.ui.enabled": "true" if env.get("COMPACTOR_SPARK_UI") == "1" else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": shuffle,
+        "spark.sql.adaptive.enabled": "true",
+        "spark.log.level": env.get("COMPACTOR_SPARK_LOG_LEVEL", "WARN"),
+        "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/compactor-derby",
+    }
+
+
+def user_spark_keys(env: Mapping[str, str]) -> set[str]:
+    """Keys already set by ``spark-defaults.conf`` or ``PYSPARK_SUBMIT_ARGS`` (which we must not override)."""
+    keys: set[str] = set()
+    conf_dir = env.get("SPARK_CONF_DIR") or (str(Path(env["SPARK_HOME"]) / "conf") if env.get("SPARK_HOME") else None)
+    if conf_dir:
+        defaults = Path(conf_dir) / "spark-defaults.conf"
+        if defaults.exists():
+            for line in defaults.read_text().splitlines():
+                stripped = line.strip()
+                if stripped and not stripped.startswith("#"):
+                    keys.add(stripped.split(None, 1)[0])
+    args = shlex.split(env.get("PYSPARK_SUBMIT_ARGS", ""))
+    flag_keys = {"--master": "spark.master", "--driver-memory": "spark.driver.memory", "--name": "spark.app.name"}
+    for i, arg in enumerate(args):
+        if arg in flag_keys:
+            keys.add(flag_keys[arg])
+        elif arg == "--conf" and i + 1 < len(args):
+            keys.add(args[i + 1].split("=", 1)[0])
+    return keys
+
+
+def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
+    """Point a running session at ``config``'s catalog (SQL settings at runtime, S3A via Hadoop's conf).
+
+    Iceberg initialises a catalog on first use and caches it by name, so a running session can serve
+    several lakes only under different catalog names (tests use one name per warehouse).
+    """
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in catalog_settings(config).items():
+        if key.startswith("spark.hadoop."):
+            hadoop.set(key[len("spark.hadoop."):], value)
+        else:
+            spark.conf.set(key, value)
+
+
+def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = None) -> SparkSession:
+    """Return a SparkSession configured for ``config`` (the active one if there is one)."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register_catalog(active, config)
+        return active
+
+    env = os.environ
+    under_submit = "PYSPARK_GATEWAY_PORT" in env
+    if under_submit:
+        submitted = SparkConf()  # the JVM is already up: this reads the submitted configuration
+        existing = {k for k, _ in submitted.getAll()}
+        existing_jars = submitted.get("spark.jars", "") or ""
+        existing_ext = submitted.get("spark.sql.extensions", "") or ""
+    else:
+        existing = user_spark_keys(env)
+        existing_jars = ""
+        existing_ext = ""
+
+    builder = SparkSession.builder
+    if not under_submit:
+        for key, value in local_defaults(env).items():
+            if key not in existing:
+                builder = builder.config(key, value)
+    try:
+        jars = required_jars(s3=config.is_s3, postgres=not config.catalog.is_sqlite)
+    except Exception:
+        if not under_submit:
+            raise
+        jars = []  # on a cluster the jars come with spark-submit --jars
+    all_jars = [j for j in existing_jars.split(",") if j] + [j for j in jars if j not in existing_jars]
+    if all_jars:
+        builder = builder.config("spark.jars", ",".join(all_jars))
+    extensions = [e for e in existing_ext.split(",") if e]
+    if ICEBERG_EXTENSIONS not in extensions:
+        extensions.append(ICEBERG_EXTENSIONS)
+    builder = builder.config("spark.sql.extensions", ",".join(extensions))
+    for key, value in catalog_settings(config).items():
+        builder = builder.config(key, value)
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    log.info("starting Spark (%s)", "spark-submit" if under_submit else "local")
+    return builder.getOrCreate()
