@@ -1,0 +1,184 @@
+"""``Lake``: one warehouse and its catalog, the entry point of the Python API.
+
+A ``Lake`` opens the pyiceberg catalog on first use and starts Spark only when a Spark job asks for it, so
+the verbs that need no Spark (topic administration, produce, read, status) never start a JVM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import (
+    NamespaceAlreadyExistsError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+
+from compactor.catalog import load_table, open_catalog, translate_storage_errors
+from compactor.config import LakeConfig
+from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
+from compactor.topics import schema as ts
+from compactor.topics.naming import TopicName
+from compactor.topics.settings import validate_updates
+from compactor.topics.state import encode_offsets
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from compactor.topics.topic import Topic
+
+MAX_PARTITIONS = 10_000
+
+
+class Lake:
+    """A connection to one Iceberg warehouse and catalog."""
+
+    def __init__(self, config: LakeConfig | None = None, *, warehouse: str | None = None,
+                 catalog_uri: str | None = None) -> None:
+        self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri)
+        self._catalog: SqlCatalog | None = None
+        self._spark: SparkSession | None = None
+
+    # --- engines ----------------------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> SqlCatalog:
+        if self._catalog is None:
+            self._catalog = open_catalog(self.config)
+        return self._catalog
+
+    def spark(self) -> SparkSession:
+        """The SparkSession for this lake (started on first use; reused afterwards)."""
+        if self._spark is None:
+            from compactor.spark.session import get_or_create_session
+
+            self._spark = get_or_create_session(self.config)
+        return self._spark
+
+    def attach_spark(self, spark: SparkSession) -> None:
+        """Use an existing SparkSession (configured for this lake) instead of starting one."""
+        self._spark = spark
+
+    # --- topics -------------------------------------------------------------------------------------
+
+    def topic(self, name: str | TopicName) -> Topic:
+        """Open an existing topic; ``TopicNotFoundError`` / ``NotATopicError`` otherwise."""
+        from compactor.topics.topic import Topic
+
+        topic_name = name if isinstance(name, TopicName) else TopicName.parse(name)
+        table = load_table(self.catalog, topic_name.identifier)
+        return Topic(self, topic_name, table)
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> Topic:
+        """Create a topic (and its namespace if needed). Settings are validated before anything is made."""
+        from compactor.topics.topic import Topic
+
+        topic_name = TopicName.parse(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            from compactor.errors import InputError
+
+            raise InputError(f"--partitions must be an integer between 1 and {MAX_PARTITIONS}, got {partitions!r}")
+        to_set, _, _ = validate_updates({}, dict(config or {}))
+        properties = {
+            **ts.TOPIC_TABLE_PROPERTIES,
+            **to_set,
+            ts.MARKER_PROPERTY: ts.MARKER_VALUE,
+            ts.PARTITIONS_PROPERTY: str(partitions),
+            ts.NEXT_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
+            ts.LOG_START_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
+        }
+        with translate_storage_errors(f"creating topic {topic_name}"):
+            with contextlib.suppress(NamespaceAlreadyExistsError):
+                self.catalog.create_namespace(topic_name.namespace)
+            if self.catalog.table_exists(topic_name.compacted_identifier):
+                raise TopicExistsError(f"topic '{topic_name}' cannot be created: its compacted table "
+                                       f"'{topic_name.compacted_identifier}' already exists")
+            location = self._new_location(topic_name)
+            try:
+                table = self.catalog.create_table(
+                    topic_name.identifier,
+                    schema=ts.TOPIC_SCHEMA,
+                    location=location,
+                    partition_spec=ts.TOPIC_PARTITION_SPEC,
+                    sort_order=ts.TOPIC_SORT_ORDER,
+                    properties=properties,
+                )
+            except TableAlreadyExistsError:
+                raise TopicExistsError(f"topic '{topic_name}' already exists") from None
+        return Topic(self, topic_name, table)
+
+    def _new_location(self, name: TopicName) -> str:
+        """A fresh table location per topic incarnation, so a re-created topic never sees old files."""
+        base = self.config.warehouse.rstrip("/")
+        return f"{base}/{'/'.join(name.namespace)}/{name.topic}-{uuid.uuid4().hex[:12]}"
+
+    def list_topics(self) -> list[str]:
+        """Names of every table in the catalog that carries the topic marker, sorted."""
+        found: list[str] = []
+        with translate_storage_errors("listing topics"):
+            for namespace in self._all_namespaces():
+                for identifier in self.catalog.list_tables(namespace):
+                    full = ".".join(identifier)
+                    if identifier[-1].endswith(ts.COMPACTED_SUFFIX):
+                        continue
+                    try:
+                        table = self.catalog.load_table(full)
+                    except NoSuchTableError:
+                        continue  # dropped while we listed
+                    if table.metadata.properties.get(ts.MARKER_PROPERTY) == ts.MARKER_VALUE:
+                        found.append(full)
+        return sorted(found)
+
+    def _all_namespaces(self) -> list[tuple[str, ...]]:
+        pending: list[tuple[str, ...]] = [tuple(ns) for ns in self.catalog.list_namespaces()]
+        seen: list[tuple[str, ...]] = []
+        while pending:
+            namespace = pending.pop()
+            if namespace in seen:
+                continue
+            seen.append(namespace)
+            with contextlib.suppress(NoSuchNamespaceError, NotImplementedError):
+                pending.extend(tuple(ns) for ns in self.catalog.list_namespaces(namespace) if tuple(ns) != namespace)
+        return sorted(seen)
+
+    def delete_topic(self, name: str) -> dict[str, Any]:
+        """Drop a topic, its compacted view, and every file under their locations."""
+        from compactor.storage import delete_prefix
+
+        topic = self.topic(name)  # validates it is a topic
+        locations = [topic.table.metadata.location]
+        removed_files = 0
+        with translate_storage_errors(f"deleting topic {topic.name}"):
+            try:
+                compacted = self.catalog.load_table(topic.name.compacted_identifier)
+                locations.append(compacted.metadata.location)
+                self.catalog.drop_table(topic.name.compacted_identifier)
+            except NoSuchTableError:
+                pass
+            try:
+                self.catalog.drop_table(topic.name.identifier)
+            except NoSuchTableError:
+                raise TopicNotFoundError(f"unknown topic '{topic.name}'") from None
+            for location in locations:
+                removed_files += delete_prefix(self.config, location)
+        return {"topic": str(topic.name), "deleted": True, "removed_files": removed_files}
+
+    def close(self) -> None:
+        if self._catalog is not None:
+            with contextlib.suppress(Exception):
+                self._catalog.engine.dispose()
+            self._catalog = None
+
+
+def check_is_topic(name: TopicName, table: Any) -> None:
+    """Raise ``NotATopicError`` unless ``table`` carries the topic marker and the topic schema."""
+    props = table.metadata.properties
+    if props.get(ts.MARKER_PROPERTY) != ts.MARKER_VALUE:
+        raise NotATopicError(f"table '{name}' is not a topic (it lacks the '{ts.MARKER_PROPERTY}' marker)")
+    if not ts.schema_matches(table.schema()):
+        raise NotATopicError(f"table '{name}' carries the topic marker but its schema is not a topic's")

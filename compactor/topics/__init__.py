@@ -1,0 +1,1 @@
+"""Topics: the raw, append-only log tables, their settings, and producing records into them."""

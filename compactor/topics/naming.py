@@ -1,0 +1,64 @@
+"""Topic names: ``namespace.topic`` (the namespace may itself be dotted), and the compacted sibling's name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from compactor.errors import InvalidTopicNameError
+from compactor.topics.schema import COMPACTED_SUFFIX
+
+_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+MAX_NAME_LENGTH = 249  # Kafka's limit
+
+
+@dataclass(frozen=True)
+class TopicName:
+    """A validated topic name."""
+
+    namespace: tuple[str, ...]
+    topic: str
+
+    @classmethod
+    def parse(cls, text: str) -> TopicName:
+        name = text.strip()
+        parts = name.split(".")
+        if len(parts) < 2 or any(not p for p in parts):
+            raise InvalidTopicNameError(
+                f"topic name {text!r} must be of the form namespace.topic (for example 'events.orders')"
+            )
+        for part in parts:
+            if not _PART.match(part):
+                raise InvalidTopicNameError(
+                    f"topic name {text!r}: '{part}' may only use letters, digits, '_' and '-' "
+                    "and must not start with '-'"
+                )
+        if len(name) > MAX_NAME_LENGTH:
+            raise InvalidTopicNameError(f"topic name {text!r} is longer than {MAX_NAME_LENGTH} characters")
+        if parts[-1].endswith(COMPACTED_SUFFIX):
+            raise InvalidTopicNameError(
+                f"topic name {text!r} must not end with '{COMPACTED_SUFFIX}' (reserved for compacted views)"
+            )
+        return cls(tuple(parts[:-1]), parts[-1])
+
+    @property
+    def identifier(self) -> str:
+        return ".".join((*self.namespace, self.topic))
+
+    @property
+    def namespace_name(self) -> str:
+        return ".".join(self.namespace)
+
+    @property
+    def compacted_identifier(self) -> str:
+        return ".".join((*self.namespace, self.topic + COMPACTED_SUFFIX))
+
+    def spark_identifier(self, catalog: str, compacted: bool = False, branch: str | None = None) -> str:
+        """The back-quoted Spark SQL identifier, optionally of a branch (``branch_<name>``)."""
+        parts = [catalog, *self.namespace, self.topic + (COMPACTED_SUFFIX if compacted else "")]
+        if branch is not None:
+            parts.append(f"branch_{branch}")
+        return ".".join(f"`{p}`" for p in parts)
+
+    def __str__(self) -> str:
+        return self.identifier

@@ -1,0 +1,222 @@
+"""Records and their JSON Lines form (INTERFACE.md, "Record JSON").
+
+Input: ``partition`` optional, ``timestamp_ms`` optional, ``headers`` optional (a list of ``[key, value]``
+pairs, or an object whose pairs are taken in order), ``offset`` ignored, any other field an error.
+``key``, ``value`` and header values are UTF-8 text, ``null``, or ``{"base64": "..."}`` for other bytes.
+Output: every field present, ``headers`` as ``[]`` when there are none, bytes that are not UTF-8 as base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from compactor.errors import InvalidRecordError
+from compactor.topics.settings import MAX_TIMESTAMP_MS
+
+Header = tuple[str, bytes | None]
+INPUT_FIELDS = frozenset({"partition", "offset", "timestamp_ms", "key", "value", "headers"})
+
+
+@dataclass(frozen=True)
+class ProducerRecord:
+    """A record to append: partition and timestamp are optional (partitioner and batch clock fill them)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+    partition: int | None = None
+    timestamp_ms: int | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes that count against ``max.message.bytes``: key + value + header keys and values."""
+        total = len(self.key or b"") + len(self.value or b"")
+        for name, value in self.headers:
+            total += len(name.encode("utf-8")) + len(value or b"")
+        return total
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record as stored in a topic."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = field(default=())
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.key is not None and self.value is None
+
+
+# --- decoding -----------------------------------------------------------------------------------
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
+    """JSON object hook: keep every pair in order (headers objects may repeat keys; records may not)."""
+    return _Pairs(pairs)
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An ordered list of a JSON object's pairs (so headers objects keep their order and duplicates)."""
+
+
+def _bytes_field(name: str, value: Any, line: int | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRecordError(f"{name} is not valid Unicode text", line) from None
+    if isinstance(value, _Pairs):
+        obj = dict(value)
+        if len(value) == 1 and "base64" in obj:
+            encoded = obj["base64"]
+            if not isinstance(encoded, str):
+                raise InvalidRecordError(f"{name}.base64 must be a string", line)
+            try:
+                return base64.b64decode(encoded.encode("ascii"), validate=True)
+            except (binascii.Error, ValueError, UnicodeEncodeError):
+                raise InvalidRecordError(f"{name}.base64 is not valid base64", line) from None
+        raise InvalidRecordError(f"{name} must be a string, null or {{\"base64\": ...}}", line)
+    raise InvalidRecordError(f"{name} must be a string, null or {{\"base64\": ...}}, got {_kind(value)}", line)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, _Pairs):
+        return "an object"
+    return type(value).__name__
+
+
+def _int_field(name: str, value: Any, line: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRecordError(f"{name} must be an integer, got {_kind(value)}", line)
+    return value
+
+
+def _headers(value: Any, line: int | None) -> tuple[Header, ...]:
+    if value is None:
+        return ()
+    pairs: list[tuple[Any, Any]]
+    if isinstance(value, _Pairs):
+        pairs = list(value)
+    elif isinstance(value, list):
+        pairs = []
+        for i, item in enumerate(value):
+            if not isinstance(item, list) or len(item) != 2:
+                raise InvalidRecordError(f"headers[{i}] must be a [key, value] pair", line)
+            pairs.append((item[0], item[1]))
+    else:
+        raise InvalidRecordError(f"headers must be a list of [key, value] pairs or an object, got {_kind(value)}",
+                                 line)
+    out: list[Header] = []
+    for i, (name, header_value) in enumerate(pairs):
+        if not isinstance(name, str):
+            raise InvalidRecordError(f"headers[{i}] key must be a string", line)
+        out.append((name, _bytes_field(f"headers[{i}] value", header_value, line)))
+    return tuple(out)
+
+
+def parse_record(text: str, line: int | None = None) -> ProducerRecord:
+    """Decode one JSON line into a ``ProducerRecord`` (without partition-range or size checks)."""
+    try:
+        data = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise InvalidRecordError(f"not valid JSON: {exc}", line) from None
+    if not isinstance(data, _Pairs):
+        raise InvalidRecordError(f"a record must be a JSON object, got {_kind(data)}", line)
+    names = [k for k, _ in data]
+    duplicates = sorted({k for k in names if names.count(k) > 1})
+    if duplicates:
+        raise InvalidRecordError(f"duplicate field(s): {', '.join(duplicates)}", line)
+    obj = dict(data)
+    unknown = sorted(set(obj) - INPUT_FIELDS)
+    if unknown:
+        raise InvalidRecordError(
+            f"unknown field(s): {', '.join(unknown)} (allowed: {', '.join(sorted(INPUT_FIELDS))})", line
+        )
+    partition = obj.get("partition")
+    if partition is not None:
+        partition = _int_field("partition", partition, line)
+        if partition < 0:
+            raise InvalidRecordError(f"partition must be >= 0, got {partition}", line)
+    timestamp = obj.get("timestamp_ms")
+    if timestamp is not None:
+        timestamp = _int_field("timestamp_ms", timestamp, line)
+        if not 0 <= timestamp <= MAX_TIMESTAMP_MS:
+            raise InvalidRecordError(f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {timestamp}",
+                                     line)
+    if "offset" in obj and obj["offset"] is not None:
+        _int_field("offset", obj["offset"], line)
+    return ProducerRecord(
+        key=_bytes_field("key", obj.get("key"), line),
+        value=_bytes_field("value", obj.get("value"), line),
+        headers=_headers(obj.get("headers"), line),
+        partition=partition,
+        timestamp_ms=timestamp,
+    )
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def parse_lines(lines: Iterable[str]) -> Iterator[tuple[int, ProducerRecord]]:
+    """Decode JSON Lines; blank lines are skipped; yields ``(line_number, record)``."""
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        yield number, parse_record(text, number)
+
+
+# --- encoding -------------------------------------------------------------------------------------
+
+
+def encode_bytes(value: bytes | None) -> Any:
+    """UTF-8 text when the bytes decode, otherwise ``{"base64": ...}``; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+def record_to_json_obj(record: Record) -> dict[str, Any]:
+    return {
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp_ms": record.timestamp_ms,
+        "key": encode_bytes(record.key),
+        "value": encode_bytes(record.value),
+        "headers": [[name, encode_bytes(value)] for name, value in record.headers],
+    }
+
+
+def record_to_json(record: Record) -> str:
+    return json.dumps(record_to_json_obj(record), ensure_ascii=False, separators=(", ", ": "))
+
+
+def write_jsonl(records: Iterable[Record], out: TextIO) -> int:
+    """Write records as JSON Lines; returns how many were written."""
+    count = 0
+    for record in records:
+        out.write(record_to_json(record))
+        out.write("\n")
+        count += 1
+    return count
