@@ -1,0 +1,83 @@
+"""Turning a partition's data files into one offset-ordered stream of Arrow batches.
+
+Raw files of a partition hold contiguous, disjoint offset ranges (the producer writes them that way), so they
+stream in order of their first offset. Compacted files may overlap when a run wrote a partition from several
+tasks; overlapping files form a cluster that is read and sorted together (memory bounded by the cluster).
+Files whose rows are not sorted are sorted on read. The result never depends on file planning order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyiceberg.table import FileScanTask
+
+from compactor.topics.schema import OFFSET
+from compactor.topics.topic import OFFSET_FIELD_ID, file_bound
+from readers.arrow_io import TaskReader
+
+
+def task_range(task: FileScanTask) -> tuple[int, int]:
+    """``(first, last)`` offset of a task's data file from its statistics (unknown: the widest range)."""
+    lo = file_bound(task.file.lower_bounds, OFFSET_FIELD_ID, "long")
+    hi = file_bound(task.file.upper_bounds, OFFSET_FIELD_ID, "long")
+    return (lo if lo is not None else -1, hi if hi is not None else 2**63 - 1)
+
+
+def clusters(tasks: Sequence[FileScanTask]) -> list[list[FileScanTask]]:
+    """Group tasks (of one partition) into runs whose offset ranges overlap, in offset order."""
+    ordered = sorted(tasks, key=task_range)
+    out: list[list[FileScanTask]] = []
+    current_hi = -2
+    for task in ordered:
+        lo, hi = task_range(task)
+        if out and lo <= current_hi:
+            out[-1].append(task)
+            current_hi = max(current_hi, hi)
+        else:
+            out.append([task])
+            current_hi = hi
+    return out
+
+
+def _is_sorted(batches: Sequence[pa.RecordBatch], after: int) -> bool:
+    previous = after
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        offsets = batch.column(OFFSET).to_numpy()
+        if offsets[0] <= previous or (len(offsets) > 1 and not bool(np.all(np.diff(offsets) > 0))):
+            return False
+        previous = int(offsets[-1])
+    return True
+
+
+def _sorted_batches(batches: Sequence[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    non_empty = [b for b in batches if b.num_rows]
+    if not non_empty:
+        return []
+    table = pa.Table.from_batches(non_empty).sort_by([(OFFSET, "ascending")])
+    out: list[pa.RecordBatch] = table.to_batches()
+    return out
+
+
+def ordered_batches(reader: TaskReader, tasks: Sequence[FileScanTask]) -> Iterator[pa.RecordBatch]:
+    """Every row of ``tasks`` (one partition) in offset order, as Arrow batches."""
+    groups = clusters(tasks)
+    flat = [task for group in groups for task in group]
+    stream = reader.stream(flat)
+    last = -1
+    for group in groups:
+        collected: list[pa.RecordBatch] = []
+        for _ in group:
+            _, batches = next(stream)
+            collected.extend(batches)
+        if len(group) == 1 and _is_sorted(collected, last):
+            result = [b for b in collected if b.num_rows]
+        else:
+            result = _sorted_batches(collected)
+        for batch in result:
+            last = int(batch.column(OFFSET)[batch.num_rows - 1].as_py())
+            yield batch

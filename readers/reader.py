@@ -1,0 +1,295 @@
+"""``TopicReader``: read a topic raw or compacted, pinned at open, seekable, streamed in offset order.
+
+SEMANTICS section 5. A compacted reader loads the current cursor ``C`` and then the current raw snapshot
+``R``, and returns per partition ``C``'s compacted rows below the horizon ``H_p(C)`` followed by ``R``'s rows
+from ``H_p(C)`` on. Before any compaction (no cursor), or while the topic's policy lacks ``compact``, a
+compacted reader returns exactly the raw view. Both snapshots are pinned at open: what an open reader returns
+does not change under later appends, compactions or retention for its lease (``compaction.cursor.retain-ms``);
+past that it may fail with ``SnapshotExpiredError``, never with partial results.
+
+No JVM: planning and reading use pyiceberg and pyarrow. Files are pruned by partition and offset from Iceberg
+metadata and read one at a time (with a small prefetch), so memory does not grow with the topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from compactor.catalog import first_line
+from compactor.clock import resolve_now_ms
+from compactor.compaction.cursor import CompactedState, Cursor, load_compacted, retained_cursors
+from compactor.errors import (
+    CursorCorruptError,
+    CursorExpiredError,
+    InputError,
+    OffsetOutOfRangeError,
+    SnapshotExpiredError,
+)
+from compactor.expressions import partition_range
+from compactor.topics import schema as ts
+from compactor.topics.naming import TopicName
+from compactor.topics.records import Record
+from compactor.topics.topic import TIMESTAMP_FIELD_ID, Topic, file_bound
+from readers.arrow_io import TaskReader
+from readers.ordering import ordered_batches
+from readers.positions import ResetPolicy, StartPosition, StartSpec, normalise_start
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from compactor.lake import Lake
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A contiguous piece of one partition's view: rows ``[lo, hi)`` of one pinned snapshot."""
+
+    partition: int
+    lo: int
+    hi: int
+    compacted: bool
+
+
+def _is_missing_file(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, FileNotFoundError) or "no such file" in text or "not found" in text or "nosuchkey" in text
+
+
+class TopicReader:
+    """A pinned, seekable reader of one topic (see the module docstring)."""
+
+    def __init__(
+        self,
+        lake: Lake,
+        topic: str | TopicName,
+        *,
+        read_compacted: bool = False,
+        start: Mapping[int, StartSpec] | None = None,
+        reset: ResetPolicy | None = None,
+        as_of_cursor: int | None = None,
+        now_ms: int | None = None,
+    ) -> None:
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        if reset not in (None, "earliest", "latest"):
+            raise InputError(f"reset policy must be 'earliest' or 'latest', got {reset!r}")
+        if as_of_cursor is not None and not read_compacted:
+            raise InputError("--as-of-cursor reads the compacted view: use it with --compacted")
+        self.name = name
+        self.read_compacted = read_compacted
+        self.reset = reset
+        # Pin C first, then R (SEMANTICS section 5): R is then at least as new as C's raw snapshot.
+        compacted: CompactedState | None = load_compacted(lake.catalog, name) if read_compacted else None
+        self.topic: Topic = lake.topic(name)
+        self._raw_table = self.topic.table
+        offsets = self.topic.offsets()
+        self.partitions = offsets.partitions
+        self.next_offsets = offsets.next_offsets
+        self.log_start_offsets = offsets.log_start_offsets
+        snapshot = self._raw_table.current_snapshot()
+        self.raw_snapshot_id: int | None = snapshot.snapshot_id if snapshot else None
+        self.cursor: Cursor | None = None
+        self._compacted_table: Any = None
+        self._end: tuple[int, ...] = self.next_offsets
+        if read_compacted and compacted is not None:
+            self._pin_cursor(compacted, as_of_cursor, resolve_now_ms(now_ms))
+        elif as_of_cursor is not None:
+            raise CursorExpiredError(f"cursor {as_of_cursor} is not retained (the topic has no compacted view)")
+        starts = {p: normalise_start(s) for p, s in (start or {}).items()}
+        for partition in starts:
+            if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:
+                raise InputError(f"partition {partition} does not exist: {name} has {self.partitions} partition(s)")
+        self.start_offsets: dict[int, int] = {
+            p: self._resolve_start(p, starts.get(p, StartPosition.earliest())) for p in range(self.partitions)
+        }
+
+    # --- pinning ------------------------------------------------------------------------------------
+
+    def _pin_cursor(self, state: CompactedState, as_of: int | None, now_ms: int) -> None:
+        settings = self.topic.settings
+        current = state.cursor
+        if as_of is not None:
+            retained = {c.snapshot_id: c for c in retained_cursors(state, now_ms, settings.cursor_retain_ms)}
+            if as_of not in retained:
+                raise CursorExpiredError(
+                    f"cursor {as_of} is not retained (retained cursors: {sorted(retained) or 'none'}); "
+                    "cursors stay readable for compaction.cursor.retain-ms after they are replaced")
+            chosen: Cursor | None = retained[as_of]
+        elif not settings.compacts:
+            chosen = None  # policy lacks compact: compacted reads return exactly the raw view
+        else:
+            chosen = current
+        if chosen is None:
+            return
+        if chosen.partitions != self.partitions:
+            raise CursorCorruptError(f"cursor {chosen.snapshot_id} has {chosen.partitions} partitions; "
+                                     f"the topic has {self.partitions}")
+        if state.snapshot(chosen.snapshot_id) is None:
+            raise CursorCorruptError(f"cursor names missing snapshot {chosen.snapshot_id}")
+        self.cursor = chosen
+        self._compacted_table = state.table
+        if as_of is not None:
+            self._end = chosen.raw_next_offsets
+
+    @property
+    def horizons(self) -> tuple[int, ...]:
+        """``H_p(C)`` of the pinned cursor (zeros when there is none: the whole view is raw)."""
+        return self.cursor.horizons if self.cursor else tuple(0 for _ in range(self.partitions))
+
+    def view_start(self, partition: int) -> int:
+        """The first offset the view being read can hold for ``partition``."""
+        if self.cursor is not None:
+            return min(self.cursor.compacted_start[partition], self.log_start_offsets[partition])
+        return self.log_start_offsets[partition]
+
+    def _resolve_start(self, partition: int, position: StartPosition) -> int:
+        first, end = self.view_start(partition), self._end[partition]
+        if position.kind == "earliest":
+            return first
+        if position.kind == "latest":
+            return end
+        if position.kind == "timestamp":
+            assert position.value is not None
+            return self._offset_for_timestamp(partition, position.value, first, end)
+        assert position.value is not None
+        offset = position.value
+        if first <= offset <= end:
+            return offset
+        if self.reset == "earliest":
+            return first
+        if self.reset == "latest":
+            return end
+        view = "compacted" if self.read_compacted else "raw"
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is out of range for partition {partition} of {self.name} ({view} view holds "
+            f"[{first}, {end})); choose a reset policy (earliest or latest) to start elsewhere")
+
+    # --- planning -------------------------------------------------------------------------------------
+
+    def segments(self, partition: int, start: int | None = None) -> list[Segment]:
+        """The pieces of ``partition``'s view from ``start`` (default: its start offset) to its end, in order."""
+        if start is None:
+            start = self.start_offsets[partition]
+        end = self._end[partition]
+        out: list[Segment] = []
+        if self.cursor is not None:
+            horizon = self.cursor.horizons[partition]
+            if start < horizon:
+                out.append(Segment(partition, start, horizon, True))
+            start = max(start, horizon)
+        if start < end:
+            out.append(Segment(partition, start, end, False))
+        return out
+
+    def _table_for(self, segment: Segment) -> tuple[Any, int | None]:
+        if segment.compacted:
+            assert self.cursor is not None
+            return self._compacted_table, self.cursor.snapshot_id
+        return self._raw_table, self.raw_snapshot_id
+
+    def _segment_batches(self, segment: Segment, columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
+        table, snapshot_id = self._table_for(segment)
+        if snapshot_id is None:
+            return
+        row_filter = partition_range(segment.partition, segment.lo, segment.hi)
+        what = f"{'compacted' if segment.compacted else 'raw'} snapshot {snapshot_id} of {self.name}"
+        try:
+            scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id,
+                              selected_fields=columns or ("*",))
+            tasks = list(scan.plan_files())
+            projected = scan.projection()
+            reader = TaskReader(table, tasks, row_filter, projected)
+            yield from ordered_batches(reader, tasks)
+        except (OSError, ValueError) as exc:
+            if _is_missing_file(exc):
+                if segment.compacted:
+                    raise SnapshotExpiredError(f"{what} is no longer readable (expired?): {first_line(exc)}") from exc
+                raise SnapshotExpiredError(f"{what} has expired: {first_line(exc)}") from exc
+            raise
+
+    def _offset_for_timestamp(self, partition: int, timestamp_ms: int, first: int, end: int) -> int:
+        """Kafka's offsetsForTimes: the smallest offset whose timestamp >= ``timestamp_ms`` in this view."""
+        threshold = timestamp_ms * 1000
+        for segment in self.segments(partition, first):
+            for batch in self._segment_batches_pruned(segment, threshold):
+                stamps = batch.column(ts.TIMESTAMP).cast(pa.int64()).to_numpy()
+                hits = (stamps >= threshold).nonzero()[0]
+                if len(hits):
+                    return int(batch.column(ts.OFFSET)[int(hits[0])].as_py())
+        return end
+
+    def _segment_batches_pruned(self, segment: Segment, threshold_us: int) -> Iterator[pa.RecordBatch]:
+        """Offset and timestamp columns of ``segment``, skipping files whose newest record is too old."""
+        table, snapshot_id = self._table_for(segment)
+        if snapshot_id is None:
+            return
+        row_filter = partition_range(segment.partition, segment.lo, segment.hi)
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=(ts.OFFSET, ts.TIMESTAMP))
+        tasks = [t for t in scan.plan_files()
+                 if (file_bound(t.file.upper_bounds, TIMESTAMP_FIELD_ID, "ts") or threshold_us) >= threshold_us]
+        yield from ordered_batches(TaskReader(table, tasks, row_filter, scan.projection()), tasks)
+
+    # --- output -----------------------------------------------------------------------------------------
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Record batches in partition, offset order, in the topic's Arrow schema."""
+        for partition in range(self.partitions):
+            for segment in self.segments(partition):
+                for batch in self._segment_batches(segment):
+                    yield _to_topic_schema(batch)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.batches()), schema=ts.ARROW_SCHEMA)
+
+    def to_pandas(self) -> pd.DataFrame:
+        frame: pd.DataFrame = self.to_arrow().to_pandas()
+        return frame
+
+    def records(self) -> Iterator[Record]:
+        for batch in self.batches():
+            yield from batch_to_records(batch)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "topic": str(self.name),
+            "mode": "compacted" if self.read_compacted else "raw",
+            "raw_snapshot_id": self.raw_snapshot_id,
+            "cursor": self.cursor.snapshot_id if self.cursor else None,
+            "horizons": {str(p): h for p, h in enumerate(self.horizons)},
+            "start_offsets": {str(p): o for p, o in self.start_offsets.items()},
+            "end_offsets": {str(p): o for p, o in enumerate(self._end)},
+        }
+
+
+def _to_topic_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
+    if batch.schema.equals(ts.ARROW_SCHEMA, check_metadata=False):
+        return batch
+    columns = [batch.column(name).cast(ts.ARROW_SCHEMA.field(name).type) for name in ts.COLUMNS]
+    return pa.RecordBatch.from_arrays(columns, schema=ts.ARROW_SCHEMA)
+
+
+def batch_to_records(batch: pa.RecordBatch) -> Iterator[Record]:
+    """Arrow rows of the topic schema as ``Record`` objects."""
+    partitions = batch.column(ts.PARTITION).to_pylist()
+    offsets = batch.column(ts.OFFSET).to_pylist()
+    stamps = batch.column(ts.TIMESTAMP).cast(pa.int64()).to_pylist()
+    keys = batch.column(ts.KEY).to_pylist()
+    values = batch.column(ts.VALUE).to_pylist()
+    headers = batch.column(ts.HEADERS).to_pylist()
+    for i in range(batch.num_rows):
+        hdrs = tuple((h["key"], h["value"]) for h in headers[i]) if headers[i] else ()
+        yield Record(partitions[i], offsets[i], stamps[i] // 1000, keys[i], values[i], hdrs)
+
+
+def open_reader(lake: Lake, topic: str, *, read_compacted: bool = False, **kwargs: Any) -> TopicReader:
+    """Open a pinned reader (``read_compacted=True`` for the compacted view)."""
+    return TopicReader(lake, topic, read_compacted=read_compacted, **kwargs)
+
+
+__all__ = ["Segment", "TopicReader", "batch_to_records", "open_reader"]
