@@ -1,0 +1,148 @@
+"""Handlers of the ``compactor`` verbs: each turns arguments into an API call and prints its result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from compactor.cli.main import UsageError
+from compactor.errors import InputError
+from compactor.lake import Lake
+from compactor.topics.settings import parse_assignments
+
+
+def lake_of(args: argparse.Namespace) -> Lake:
+    return Lake(warehouse=args.warehouse, catalog_uri=args.catalog_uri)
+
+
+def emit(obj: Any) -> None:
+    """Print one JSON document on standard output."""
+    print(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+def _assignments(pairs: list[str]) -> dict[str, str]:
+    try:
+        return parse_assignments(pairs)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+
+
+# --- topic -----------------------------------------------------------------------------------------
+
+
+def topic_create(args: argparse.Namespace) -> int:
+    lake = lake_of(args)
+    topic = lake.create_topic(args.name, partitions=args.partitions, config=_assignments(args.config))
+    emit({"topic": str(topic.name), "created": True, "partitions": topic.partitions,
+          "settings": topic.settings.as_kafka_dict()})
+    return 0
+
+
+def topic_config(args: argparse.Namespace) -> int:
+    topic = lake_of(args).topic(args.name)
+    updates = _assignments(args.set)
+    if updates or args.unset:
+        topic.set_config(updates, args.unset)
+    from compactor.topics.settings import SETTINGS
+
+    props = topic.properties
+    emit({
+        "topic": str(topic.name),
+        "settings": topic.settings.as_kafka_dict(),
+        "overridden": sorted(s.name for s in SETTINGS if s.stored_as in props),
+    })
+    return 0
+
+
+def topic_list(args: argparse.Namespace) -> int:
+    names = lake_of(args).list_topics()
+    if args.json:
+        emit(names)
+    else:
+        for name in names:
+            print(name)
+    return 0
+
+
+def topic_describe(args: argparse.Namespace) -> int:
+    info = lake_of(args).topic(args.name).describe()
+    if args.json:
+        emit(info)
+        return 0
+    print(f"topic {info['topic']}  ({info['partitions']} partition(s), location {info['location']})")
+    print(f"  records {info['records']}  bytes {info['bytes']}  files {info['files']}  "
+          f"snapshots {info['snapshots']}")
+    for p, entry in info["by_partition"].items():
+        print(f"  partition {p}: offsets [{info['log_start_offsets'][p]}, {info['next_offsets'][p]})  "
+              f"records {entry['records']}  bytes {entry['bytes']}  files {entry['files']}")
+    print("  settings:")
+    for key, value in info["settings"].items():
+        print(f"    {key} = {value}")
+    cursor = info["compaction_cursor"]
+    print(f"  compaction cursor: {json.dumps(cursor) if cursor else 'none'}")
+    print(f"  erasure bound: {info['erasure_bound']['text']}")
+    print("  schema:")
+    for line in str(info["schema"]).splitlines():
+        print(f"    {line}")
+    return 0
+
+
+def topic_delete(args: argparse.Namespace) -> int:
+    emit(lake_of(args).delete_topic(args.name))
+    return 0
+
+
+# --- produce -----------------------------------------------------------------------------------------
+
+
+def produce(args: argparse.Namespace) -> int:
+    from compactor.topics.producer import produce as produce_batch
+    from compactor.topics.records import parse_lines
+
+    lake = lake_of(args)
+    topic = lake.topic(args.name)  # unknown topic is reported before reading the input
+    if args.file:
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                parsed = list(parse_lines(handle))
+        except OSError as exc:
+            raise InputError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{args.file} is not UTF-8 text: {exc}") from None
+    else:
+        parsed = list(parse_lines(sys.stdin))
+    lines = [n for n, _ in parsed]
+    records = [r for _, r in parsed]
+    result = produce_batch(topic, records, batch_id=args.batch_id, now_ms=args.now_ms, line_numbers=lines)
+    out = sys.stdout
+    for partition, offset in result.offsets:
+        out.write(f'{{"partition": {partition}, "offset": {offset}}}\n')
+    out.flush()
+    return 0
+
+
+# --- read ----------------------------------------------------------------------------------------------
+
+
+def read(args: argparse.Namespace) -> int:
+    from compactor.topics.records import write_jsonl
+    from readers.positions import merge_starts, parse_pairs
+    from readers.reader import TopicReader
+
+    try:
+        starts = merge_starts(parse_pairs(args.from_offset, "offset", "--from-offset"),
+                              parse_pairs(args.from_timestamp, "timestamp", "--from-timestamp"))
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    reader = TopicReader(lake_of(args), args.name, read_compacted=args.compacted, start=starts,
+                         reset=args.reset, as_of_cursor=args.as_of_cursor, now_ms=args.now_ms)
+    write_jsonl(reader.records(), sys.stdout)
+    sys.stdout.flush()
+    return 0
+
+
+# Verbs added by later modules register here (compact, retention, status, clean).
+EXTRA_VERBS: list[Callable[[Any], None]] = []
