@@ -23,15 +23,15 @@ from compactor.topics.schema import OFFSET, PARTITION
 
 
 def equal(column: str, value: int) -> BooleanExpression:
-    return EqualTo(term=Reference(column), value=value)  # type: ignore[arg-type]
+    return EqualTo(term=Reference(column), value=value)
 
 
 def at_least(column: str, value: int) -> BooleanExpression:
-    return GreaterThanOrEqual(term=Reference(column), value=value)  # type: ignore[arg-type]
+    return GreaterThanOrEqual(term=Reference(column), value=value)
 
 
 def below(column: str, value: int) -> BooleanExpression:
-    return LessThan(term=Reference(column), value=value)  # type: ignore[arg-type]
+    return LessThan(term=Reference(column), value=value)
 
 
 def partition_range(partition: int, lo: int, hi: int) -> BooleanExpression:

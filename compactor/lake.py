@@ -91,6 +91,7 @@ class Lake:
             ts.PARTITIONS_PROPERTY: str(partitions),
             ts.NEXT_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
             ts.LOG_START_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
+            ts.LOGICAL_BYTES_PROPERTY: encode_offsets([0] * partitions),
         }
         with translate_storage_errors(f"creating topic {topic_name}"):
             with contextlib.suppress(NamespaceAlreadyExistsError):

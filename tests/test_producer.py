@@ -196,3 +196,11 @@ def test_reader_sees_each_batch_whole_or_not_at_all(lake: Lake) -> None:
     produce(topic, [ProducerRecord(f"k{i}".encode(), b"v") for i in range(20)])
     assert list(reader_before.records()) == []
     assert len(list(TopicReader(lake, "a.t").records())) == 20
+
+
+def test_cumulative_logical_bytes_move_with_the_offsets(lake: Lake) -> None:
+    topic = lake.create_topic("a.t", partitions=2)
+    produce(topic, [ProducerRecord(b"ab", b"cde", (("h", b"1"),), partition=0),
+                    ProducerRecord(None, None, partition=1)])
+    produce(topic, [ProducerRecord(b"x", b"", partition=1)])
+    assert topic.refresh().offsets().logical_bytes == (2 + 3 + 1 + 1, 1)

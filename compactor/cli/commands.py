@@ -146,3 +146,25 @@ def read(args: argparse.Namespace) -> int:
 
 # Verbs added by later modules register here (compact, retention, status, clean).
 EXTRA_VERBS: list[Callable[[Any], None]] = []
+
+
+# --- compact -----------------------------------------------------------------------------------------------
+
+
+def compact(args: argparse.Namespace) -> int:
+    from compactor.compaction.job import TwoPhaseCompactor
+
+    result = TwoPhaseCompactor(lake_of(args), args.name, now_ms=args.now_ms, if_due=args.if_due).run()
+    emit(result.as_json())
+    return 0
+
+
+def _register_compact(verbs: Any) -> None:
+    parser = verbs.add_parser("compact", help="run the two-phase compaction (a Spark job) and print its result")
+    parser.add_argument("name")
+    parser.add_argument("--now-ms", type=int, help="override the clock (milliseconds since the epoch)")
+    parser.add_argument("--if-due", action="store_true", help="skip (committed: false) unless the topic is due")
+    parser.set_defaults(handler=compact)
+
+
+EXTRA_VERBS.append(_register_compact)

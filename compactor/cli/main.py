@@ -88,9 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _CliHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Marks the handler the command line installed, so a second ``main()`` call replaces it."""
+
+
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Progress and summaries of the ``compactor`` loggers go to standard error (not to the root logger, which
+    an embedding application or test runner may own)."""
+    logger = logging.getLogger("compactor")
+    for handler in [h for h in logger.handlers if isinstance(h, _CliHandler)]:
+        logger.removeHandler(handler)
+    handler = _CliHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(getattr(logging, level))
+    logger.propagate = False
     for noisy in ("py4j", "pyiceberg", "urllib3", "botocore", "s3fs", "aiobotocore", "fsspec"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

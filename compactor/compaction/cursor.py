@@ -39,6 +39,7 @@ K_HORIZONS = "compactor.horizons"
 K_COMPACTED_START = "compactor.compacted-start"
 K_RAW_SNAPSHOT = "compactor.raw-snapshot-id"
 K_RAW_NEXT_OFFSETS = "compactor.raw-next-offsets"
+K_BYTES_AT_HORIZON = "compactor.bytes-at-horizon"
 K_NOW = "compactor.now-ms"
 K_SETTINGS = "compactor.settings"
 K_STATS = "compactor.stats"
@@ -90,6 +91,7 @@ class Cursor:
     previous: int | None
     run_id: str
     policy_compact: bool = True
+    bytes_at_horizon: tuple[int, ...] = ()
     timestamp_ms: int = 0
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -137,6 +139,7 @@ def parse_cursor(snapshot: Snapshot) -> Cursor:
     horizons = _int_list(props, K_HORIZONS, sid)
     starts = _int_list(props, K_COMPACTED_START, sid)
     raw_next = _int_list(props, K_RAW_NEXT_OFFSETS, sid)
+    at_horizon = _int_list(props, K_BYTES_AT_HORIZON, sid) if K_BYTES_AT_HORIZON in props else ()
     if not (len(horizons) == len(starts) == len(raw_next)) or any(s > h for s, h in zip(starts, horizons,
                                                                                         strict=True)):
         raise CursorCorruptError(f"cursor {sid}: horizons, starts and raw offsets disagree")
@@ -164,6 +167,7 @@ def parse_cursor(snapshot: Snapshot) -> Cursor:
         previous=previous,
         run_id=props.get(K_RUN_ID, ""),
         policy_compact=props.get(K_POLICY_COMPACT, "true") == "true",
+        bytes_at_horizon=at_horizon,
         timestamp_ms=snapshot.timestamp_ms,
         extra={k: v for k, v in props.items() if not k.startswith("compactor.")},
     )
@@ -177,6 +181,7 @@ def cursor_properties(c: Cursor) -> dict[str, str]:
         K_COMPACTED_START: json.dumps(list(c.compacted_start), separators=(",", ":")),
         K_RAW_SNAPSHOT: "" if c.raw_snapshot_id is None else str(c.raw_snapshot_id),
         K_RAW_NEXT_OFFSETS: json.dumps(list(c.raw_next_offsets), separators=(",", ":")),
+        K_BYTES_AT_HORIZON: json.dumps(list(c.bytes_at_horizon), separators=(",", ":")),
         K_NOW: str(c.now_ms),
         K_SETTINGS: json.dumps(c.settings, sort_keys=True, separators=(",", ":")),
         K_STATS: json.dumps(c.stats, sort_keys=True, separators=(",", ":")),

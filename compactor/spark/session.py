@@ -49,6 +49,10 @@ def catalog_settings(config: LakeConfig) -> dict[str, str]:
         # pyiceberg commits while Spark runs; a cached table would hide them for 30 s.
         f"{prefix}.cache-enabled": "false",
     }
+    if config.catalog.is_sqlite:
+        # Several processes may commit to one SQLite file: wait for its write lock instead of failing after
+        # sqlite-jdbc's default 3 s (pyiceberg's side uses the same 60 s, see catalog.py).
+        settings[f"{prefix}.jdbc.busy_timeout"] = "60000"
     if config.catalog.jdbc_user:
         settings[f"{prefix}.jdbc.user"] = config.catalog.jdbc_user
     if config.catalog.jdbc_password:

@@ -71,6 +71,7 @@ class _Plan:
     base: list[int]
     counts: list[int]
     rr_start: int
+    sizes: list[int]
 
 
 def assign_partitions(records: Sequence[ProducerRecord], partitions: int, rr_start: int) -> list[int]:
@@ -92,12 +93,14 @@ def _plan(records: Sequence[ProducerRecord], next_offsets: Sequence[int], rr_sta
     partitions = assign_partitions(records, len(next_offsets), rr_start)
     cursor = list(next_offsets)
     counts = [0] * len(next_offsets)
+    sizes = [0] * len(next_offsets)
     offsets: list[int] = []
-    for p in partitions:
+    for p, record in zip(partitions, records, strict=True):
         offsets.append(cursor[p])
         cursor[p] += 1
         counts[p] += 1
-    return _Plan(partitions, offsets, list(next_offsets), counts, rr_start)
+        sizes[p] += record.size
+    return _Plan(partitions, offsets, list(next_offsets), counts, rr_start, sizes)
 
 
 def build_arrow_table(records: Sequence[ProducerRecord], plan: _Plan, now_ms: int) -> pa.Table:
@@ -197,20 +200,22 @@ def produce(
         state = read_offsets(table.metadata.properties)
         plan = _plan(records, state.next_offsets, sum(state.next_offsets) % partitions)
         new_next = [b + c for b, c in zip(plan.base, plan.counts, strict=True)]
+        new_bytes = [b + s for b, s in zip(state.logical_bytes, plan.sizes, strict=True)]
         arrow = build_arrow_table(records, plan, now)
         summary = {
             SUMMARY_OPERATION: "produce",
             SUMMARY_NOW: str(now),
             SUMMARY_COMMIT_ID: commit_id,
-            SUMMARY_BATCH: json.dumps({"base": plan.base, "counts": plan.counts, "rr": plan.rr_start},
-                                      separators=(",", ":")),
+            SUMMARY_BATCH: json.dumps({"base": plan.base, "counts": plan.counts, "rr": plan.rr_start,
+                                       "bytes": plan.sizes}, separators=(",", ":")),
             ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
         }
         if batch_id is not None:
             summary[SUMMARY_BATCH_ID] = batch_id
         with translate_storage_errors(f"writing to {topic.name}"):
             tx = table.transaction()
-            tx.set_properties({ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next)})
+            tx.set_properties({ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
+                               ts.LOGICAL_BYTES_PROPERTY: encode_offsets(new_bytes)})
             tx.append(arrow, snapshot_properties=summary)
         written = _written_data_files(tx)
         try:

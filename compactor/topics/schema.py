@@ -66,6 +66,8 @@ MARKER_VALUE = "v1"
 PARTITIONS_PROPERTY = "compactor.partitions"
 NEXT_OFFSETS_PROPERTY = "compactor.next-offsets"
 LOG_START_OFFSETS_PROPERTY = "compactor.log-start-offsets"
+# Cumulative logical bytes (key + value + headers) of offsets [0, N_p) per partition: dirty bytes from metadata.
+LOGICAL_BYTES_PROPERTY = "compactor.logical-bytes"
 CURSOR_MIRROR_PROPERTY = "compactor.compaction-cursor"
 
 # Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with
@@ -79,7 +81,8 @@ TOPIC_TABLE_PROPERTIES = {
     "write.distribution-mode": "none",
 }
 RESERVED_PROPERTIES = frozenset({MARKER_PROPERTY, PARTITIONS_PROPERTY, NEXT_OFFSETS_PROPERTY,
-                                 LOG_START_OFFSETS_PROPERTY, CURSOR_MIRROR_PROPERTY, *TOPIC_TABLE_PROPERTIES})
+                                 LOG_START_OFFSETS_PROPERTY, LOGICAL_BYTES_PROPERTY, CURSOR_MIRROR_PROPERTY,
+                                 *TOPIC_TABLE_PROPERTIES})
 
 # Suffix of the sibling table that holds a topic's compacted view and its cursor.
 COMPACTED_SUFFIX = "__compacted"

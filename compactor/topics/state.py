@@ -12,7 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compactor.errors import TopicCorruptError
-from compactor.topics.schema import LOG_START_OFFSETS_PROPERTY, NEXT_OFFSETS_PROPERTY, PARTITIONS_PROPERTY
+from compactor.topics.schema import (
+    LOG_START_OFFSETS_PROPERTY,
+    LOGICAL_BYTES_PROPERTY,
+    NEXT_OFFSETS_PROPERTY,
+    PARTITIONS_PROPERTY,
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,7 @@ class PartitionOffsets:
 
     next_offsets: tuple[int, ...]
     log_start_offsets: tuple[int, ...]
+    logical_bytes: tuple[int, ...] = ()
 
     @property
     def partitions(self) -> int:
@@ -69,4 +75,5 @@ def read_offsets(properties: Mapping[str, str]) -> PartitionOffsets:
                             LOG_START_OFFSETS_PROPERTY)
     if any(s > n for s, n in zip(starts, next_offsets, strict=True)):
         raise TopicCorruptError("a log start offset lies past its partition's next offset")
-    return PartitionOffsets(next_offsets, starts)
+    logical = decode_offsets(properties.get(LOGICAL_BYTES_PROPERTY, zeros), partitions, LOGICAL_BYTES_PROPERTY)
+    return PartitionOffsets(next_offsets, starts, logical)

@@ -1,0 +1,583 @@
+"""The TwoPhaseCompactor: one compaction run of one topic, as a Spark batch job (SEMANTICS sections 2, 3).
+
+A run pins the raw snapshot ``S`` and the current cursor ``C`` at its start, reads the settings once, and:
+
+0. **plan** (no Spark): horizons ``H_p = max(H_p(C), min(N_p(S), L_p))`` from metadata (``horizons.py``);
+   if no horizon advances and no compacted row must change (expired tombstones, keyless rows after a switch
+   to ``drop``) it ends here with ``committed: false``.
+1. **phase 1**: over the new raw range ``[H_p(C), H_p)`` read ``(partition, key, offset)`` and find each key's
+   latest offset, partition by partition, kept on the executors (persisted, never collected).
+2. **phase 2** on a private staging branch of the compacted table, started at ``C``:
+   position-delete the compacted rows this run removes (superseded keys, expired tombstones, keyless rows
+   under ``drop``) and append the range's kept rows with tombstone delete horizons. Only the view's narrow
+   columns are read to find superseded rows, so an incremental run costs in proportion to the new data plus
+   one narrow pass over the view, never a rewrite of it. When position deletes pile up (or on the first run)
+   the view is rewritten whole instead.
+3. **publish**: one catalog commit adds the cursor snapshot (summary: horizons, ``S``, ``now``, settings,
+   statistics), moves ``main`` to it if ``main`` is still ``C``, tags ``C`` so it stays protected while
+   retained, and drops the staging branch (``publish.py``). If another run won, this one starts again from
+   phase 1 on the new cursor (up to ``max_attempts``), then fails with "cursor moved".
+
+Failure at any point leaves ``main`` (the cursor) as it was; the staging branch of a failed run is dropped when
+possible, and otherwise removed by retention after ``compaction.orphan-min-age-ms``. Readers never see it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compactor import failpoints
+from compactor.catalog import translate_storage_errors
+from compactor.clock import resolve_now_ms
+from compactor.compaction.compacted_table import DELETE_HORIZON as DH
+from compactor.compaction.compacted_table import ensure_compacted_table
+from compactor.compaction.cursor import (
+    MAIN,
+    STAGE_PREFIX,
+    TAG_PREFIX,
+    Cursor,
+    ViewStats,
+    cursor_properties,
+    parse_cursor,
+)
+from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons
+from compactor.compaction.publish import RefMove, build_snapshot, commit, ensure_base_branch
+from compactor.compaction.triggers import assess
+from compactor.errors import (
+    CommitConflictError,
+    CursorCorruptError,
+    CursorMovedError,
+    PolicyError,
+    TopicCorruptError,
+)
+from compactor.progress import Listener, Progress
+from compactor.topics import schema as ts
+from compactor.topics.naming import TopicName
+from compactor.topics.settings import TopicSettings
+from compactor.topics.topic import Topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from compactor.lake import Lake
+
+log = logging.getLogger(__name__)
+
+# Session settings of the job: storage-partitioned grouping (no shuffle between the raw range, the winners
+# and the view), and no broadcast of anything built from keys or records.
+SPARK_SETTINGS = {
+    "spark.sql.sources.v2.bucketing.enabled": "true",
+    "spark.sql.iceberg.planning.preserve-data-grouping": "true",
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
+    "spark.sql.sources.v2.bucketing.pushPartValues.enabled": "true",
+    "spark.sql.sources.v2.bucketing.partiallyClusteredDistribution.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+}
+# The view is rewritten whole (instead of deletes + appends) when position-deleted rows reach this share of
+# its live rows, or when it has this many data files per partition.
+REWRITE_DELETED_RATIO = 0.3
+REWRITE_FILES_PER_PARTITION = 64
+PUBLISH_ATTEMPTS = 5
+
+
+@dataclass
+class CompactionResult:
+    """The outcome of a run, printed by ``compactor compact`` as JSON."""
+
+    committed: bool
+    topic: str
+    compacted_snapshot_id: int | None
+    raw_snapshot_id: int | None
+    horizons: dict[str, int]
+    run_time_ms: int
+    stats: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    previous_cursor: int | None = None
+    attempts: int = 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "committed": self.committed,
+            "topic": self.topic,
+            "compacted_snapshot_id": self.compacted_snapshot_id,
+            "raw_snapshot_id": self.raw_snapshot_id,
+            "horizons": self.horizons,
+            "run_time_ms": self.run_time_ms,
+            "stats": self.stats,
+            "reason": self.reason,
+            "previous_cursor": self.previous_cursor,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass
+class _Plan:
+    topic: Topic
+    settings: TopicSettings
+    raw: RawSnapshotView
+    next_offsets: tuple[int, ...]
+    logical_bytes: tuple[int, ...]
+    log_starts: tuple[int, ...]
+    view_table: Any
+    cursor: Cursor | None
+    previous: list[int]
+    horizons: list[int]
+    purge_expired: bool
+    purge_keyless: bool
+    rewrite: str | None
+
+    @property
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        return {p: (lo, hi) for p, (lo, hi) in enumerate(zip(self.previous, self.horizons, strict=True)) if hi > lo}
+
+    @property
+    def records_in_range(self) -> int:
+        return sum(hi - lo for lo, hi in self.ranges.values())
+
+
+class TwoPhaseCompactor:
+    """Compacts one topic; see the module docstring for the algorithm."""
+
+    def __init__(self, lake: Lake, topic: str | TopicName, *, now_ms: int | None = None, if_due: bool = False,
+                 max_attempts: int = 3, listener: Listener | None = None, force_rewrite: bool = False) -> None:
+        self.lake = lake
+        self.name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        self.now_ms = resolve_now_ms(now_ms)
+        self.if_due = if_due
+        self.max_attempts = max_attempts
+        self.force_rewrite = force_rewrite
+        self.progress = Progress("compact", str(self.name), listener=listener)
+
+    # --- the run -------------------------------------------------------------------------------------
+
+    def run(self) -> CompactionResult:
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                result = self._attempt()
+                result.attempts = attempt
+                return result
+            except CursorMovedError as exc:
+                if attempt == self.max_attempts:
+                    raise
+                self.progress.phase("restart", f"{exc}; starting again from phase 1 on the new cursor",
+                                    attempt=attempt)
+        raise AssertionError("unreachable")
+
+    def _attempt(self) -> CompactionResult:
+        plan_or_result = self._plan()
+        if isinstance(plan_or_result, CompactionResult):
+            return plan_or_result
+        plan = plan_or_result
+        failpoints.hit("after-plan")
+        timings = {"plan_ms": self.progress.elapsed_ms()}
+        spark = self.lake.spark()
+        timings["spark_ms"] = self.progress.elapsed_ms() - timings["plan_ms"]
+        for key, value in SPARK_SETTINGS.items():
+            spark.conf.set(key, value)
+        run_id = uuid.uuid4().hex[:12]
+        stage = f"{STAGE_PREFIX}{self.now_ms}-{run_id}"
+        base = plan.cursor.snapshot_id if plan.cursor else ensure_base_branch(self.lake.catalog, plan.view_table)
+        catalog_name = self.lake.config.catalog_name
+        view_ident = self.name.spark_identifier(catalog_name, compacted=True)
+        spark.sql(f"ALTER TABLE {view_ident} CREATE BRANCH `{stage}` AS OF VERSION {base}")
+        published = False
+        cleanup: list[Any] = []
+        try:
+            cursor = self._compact(spark, plan, stage, run_id, cleanup, timings)
+            failpoints.hit("before-commit")
+            snapshot_id = self._publish(plan, stage, cursor)
+            published = True
+            failpoints.hit("after-commit")
+            self._mirror(plan.topic, snapshot_id, cursor)
+            stats = dict(cursor.stats)
+            self.progress.summary(
+                f"published cursor {snapshot_id}: {stats['records_read']} raw records "
+                f"({stats['bytes_read'] / 1e6:.1f} MB) compacted in {stats['duration_ms'] / 1000:.1f}s; view "
+                f"{stats['view_rows_before']} -> {stats['records_kept']} rows",
+                **{k: stats[k] for k in ("records_read", "records_kept", "records_removed", "tombstones_kept",
+                                         "tombstones_dropped", "bytes_read", "bytes_written", "duration_ms")})
+            return CompactionResult(True, str(self.name), snapshot_id, plan.raw.snapshot_id,
+                                    cursor.horizons_dict(), self.now_ms, stats, "compacted",
+                                    plan.cursor.snapshot_id if plan.cursor else None)
+        finally:
+            for item in cleanup:
+                with contextlib.suppress(Exception):
+                    item()
+            if not published:
+                self._drop_stage(stage)
+
+    # --- planning (pyiceberg only) -----------------------------------------------------------------------
+
+    def _plan(self) -> _Plan | CompactionResult:
+        now = self.now_ms
+        topic = self.lake.topic(self.name)
+        settings = topic.settings
+        if not settings.compacts:
+            raise PolicyError(f"topic {self.name} has cleanup.policy={settings.policy_text}; compaction needs "
+                              "'compact' (topic config --set cleanup.policy=compact or delete,compact)")
+        offsets = topic.offsets()
+        snapshot = topic.snapshot
+        raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
+        view_table = ensure_compacted_table(topic)
+        head = view_table.metadata.snapshot_by_name(MAIN)
+        cursor = parse_cursor(head) if head is not None else None
+        if cursor is not None and cursor.partitions != offsets.partitions:
+            raise CursorCorruptError(f"cursor {cursor.snapshot_id} has {cursor.partitions} partitions; "
+                                     f"{self.name} has {offsets.partitions}")
+        if self.if_due:
+            assessment = assess(raw, offsets, topic.properties, settings, cursor, now)
+            if not assessment.due:
+                return self._not_committed(raw, cursor, f"not due: {assessment.due_reason}")
+        if cursor is not None:
+            previous = [max(h, s) for h, s in zip(cursor.horizons, offsets.log_start_offsets, strict=True)]
+        else:
+            previous = list(offsets.log_start_offsets)
+        horizons = compute_horizons(raw, previous, offsets.next_offsets, now, settings.min_compaction_lag_ms)
+        view = cursor.view if cursor else ViewStats()
+        purge_expired = (view.tombstones > 0 and view.min_tombstone_delete_horizon is not None
+                         and view.min_tombstone_delete_horizon <= now)
+        purge_keyless = not settings.retain_null_keys and view.null_key_rows > 0
+        plan = _Plan(topic, settings, raw, offsets.next_offsets, offsets.logical_bytes, offsets.log_start_offsets,
+                     view_table, cursor, previous, horizons, purge_expired, purge_keyless,
+                     self._rewrite_reason(cursor, offsets.partitions))
+        if not plan.ranges and not purge_expired and not purge_keyless:
+            return self._not_committed(raw, cursor, "nothing to compact: no horizon advances and no compacted row "
+                                       "needs removing")
+        self.progress.phase("plan", "pinned raw snapshot and cursor", raw_snapshot_id=raw.snapshot_id,
+                            cursor=cursor.snapshot_id if cursor else None,
+                            ranges={str(p): list(r) for p, r in plan.ranges.items()},
+                            records=plan.records_in_range, expire_tombstones=purge_expired,
+                            drop_keyless=purge_keyless, rewrite=plan.rewrite)
+        return plan
+
+    def _rewrite_reason(self, cursor: Cursor | None, partitions: int) -> str | None:
+        if cursor is None:
+            return None
+        if self.force_rewrite:
+            return "requested"
+        deleted = int(cursor.stats.get("view_position_deletes", 0) or 0)
+        if cursor.view.rows and deleted >= REWRITE_DELETED_RATIO * cursor.view.rows:
+            return f"{deleted} position-deleted rows >= {REWRITE_DELETED_RATIO:.0%} of {cursor.view.rows} live rows"
+        files = int(cursor.stats.get("view_data_files", 0) or 0)
+        if files > REWRITE_FILES_PER_PARTITION * partitions:
+            return f"{files} data files > {REWRITE_FILES_PER_PARTITION} per partition"
+        return None
+
+    def _not_committed(self, raw: RawSnapshotView, cursor: Cursor | None, reason: str) -> CompactionResult:
+        self.progress.summary(f"no commit: {reason}")
+        return CompactionResult(False, str(self.name), cursor.snapshot_id if cursor else None, raw.snapshot_id,
+                                cursor.horizons_dict() if cursor else {}, self.now_ms,
+                                {"duration_ms": self.progress.elapsed_ms()}, reason,
+                                cursor.snapshot_id if cursor else None)
+
+    # --- phases 1 and 2 (Spark) ------------------------------------------------------------------------------
+
+    def _compact(self, spark: SparkSession, plan: _Plan, stage: str, run_id: str, cleanup: list[Any],
+                 timings: dict[str, int]) -> Cursor:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        from compactor.compaction import phases
+
+        now = self.now_ms
+        settings = plan.settings
+        catalog_name = self.lake.config.catalog_name
+        raw_ident = self.name.spark_identifier(catalog_name)
+        view_ident = self.name.spark_identifier(catalog_name, compacted=True)
+        stage_ident = self.name.spark_identifier(catalog_name, compacted=True, branch=stage)
+        sc = spark.sparkContext
+        drop_keyless = not settings.retain_null_keys
+
+        # Phase 1 is defined once and evaluated inside each job that needs it: it reads only narrow columns
+        # of the new range, partition by partition. It is deliberately not cached: Spark 3.5 misaligns
+        # storage-partitioned joins against cached or checkpointed inputs (wrong results, or "Can't zip RDDs").
+        winners: DataFrame | None = None
+        range_rows: DataFrame | None = None
+        if plan.ranges:
+            raw_df = spark.read.format("iceberg").option("snapshot-id", str(plan.raw.snapshot_id)).load(raw_ident)
+            range_rows = raw_df.where(_range_condition(plan.ranges))
+            winners = phases.latest_offsets(range_rows)
+        view_at_c: DataFrame | None = None
+        if plan.cursor is not None:
+            view_at_c = (spark.read.format("iceberg").option("snapshot-id", str(plan.cursor.snapshot_id))
+                         .load(view_ident))
+        range_obs = Observation(f"range_{run_id}")
+        kept_obs = Observation(f"kept_{run_id}")
+        kept_new: DataFrame | None = None
+        if winners is not None and range_rows is not None:
+            kept_new = phases.new_view_rows(range_rows.observe(range_obs, *phases.range_stats_columns()), winners,
+                                            retain_null_keys=settings.retain_null_keys, now_ms=now,
+                                            delete_retention_ms=settings.delete_retention_ms)
+        survivors = plan.cursor.view if plan.cursor else ViewStats()
+        doomed = ViewStats()
+        kept_stats = ViewStats()
+        range_stats: dict[str, Any] = {"records": 0, "tombstones": 0, "bytes": 0}
+
+        if plan.rewrite is not None and view_at_c is not None:
+            started = time.monotonic()
+            sc.setJobDescription(f"compactor {self.name}: phases 1+2 (rewrite of the view)")
+            self.progress.phase("phase 2", f"rewriting the compacted view ({plan.rewrite})",
+                                records=plan.records_in_range)
+            failpoints.hit("after-phase-1")
+            survivors_rows = phases.surviving_rows(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless)
+            new_view = survivors_rows if kept_new is None else survivors_rows.unionByName(kept_new)
+            (new_view.sortWithinPartitions(ts.PARTITION, ts.OFFSET)
+             .observe(kept_obs, *phases.view_stats_columns("")).writeTo(stage_ident).overwrite(F.lit(True)))
+            kept_stats = ViewStats(**_stats(kept_obs.get, ""))
+            if kept_new is not None:
+                range_stats = dict(range_obs.get)
+            before = plan.cursor.view.rows if plan.cursor else 0
+            survivors = ViewStats()
+            doomed = ViewStats(rows=max(before + int(range_stats["records"]) - kept_stats.rows, 0))
+            timings["write_ms"] = _ms(started)
+        else:
+            if view_at_c is not None and (winners is not None or plan.purge_expired or plan.purge_keyless):
+                started = time.monotonic()
+                sc.setJobDescription(f"compactor {self.name}: phases 1+2 (find the rows this run removes)")
+                self.progress.phase("phase 2", "finding compacted rows that this run removes (narrow columns)",
+                                    records=plan.records_in_range)
+                classified = phases.classify_view(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless)
+                metrics = classified.agg(*phases.view_stats_columns("keep_", ~F.col(phases.DOOMED)),
+                                         *phases.view_stats_columns("doomed_", F.col(phases.DOOMED))).first()
+                values = metrics.asDict() if metrics is not None else {}
+                survivors = ViewStats(**_stats(values, "keep_"))
+                doomed = ViewStats(**_stats(values, "doomed_"))
+                timings["find_removed_ms"] = _ms(started)
+            failpoints.hit("after-phase-1")
+            if doomed.rows:
+                started = time.monotonic()
+                sc.setJobDescription(f"compactor {self.name}: phase 2 (position deletes)")
+                self._delete_doomed(spark, stage_ident, winners, run_id, drop_keyless, cleanup)
+                timings["delete_ms"] = _ms(started)
+                self.progress.phase("phase 2 deletes", rows=doomed.rows, tombstones=doomed.tombstones)
+            failpoints.hit("after-delete")
+            if kept_new is not None:
+                started = time.monotonic()
+                sc.setJobDescription(f"compactor {self.name}: phases 1+2 (write the kept rows)")
+                self.progress.phase("phase 2", "writing the kept rows of the new range", records=plan.records_in_range)
+                kept_new.observe(kept_obs, *phases.view_stats_columns("")).writeTo(stage_ident).append()
+                kept_stats = ViewStats(**_stats(kept_obs.get, ""))
+                range_stats = dict(range_obs.get)
+                timings["write_ms"] = _ms(started)
+        failpoints.hit("after-write")
+        if int(range_stats["records"]) != plan.records_in_range:
+            raise TopicCorruptError(
+                f"{self.name}: the raw range {plan.ranges} holds {range_stats['records']} records, expected "
+                f"{plan.records_in_range} (offsets must be dense); nothing was published")
+        return self._cursor(plan, run_id, stage, survivors, doomed, kept_stats, range_stats, timings)
+
+    def _delete_doomed(self, spark: SparkSession, stage_ident: str, winners: DataFrame | None, run_id: str,
+                       drop_keyless: bool, cleanup: list[Any]) -> None:
+        """Position-delete, on the staging branch, exactly the rows ``phases.classify_view`` marks."""
+        conditions = [f"(t.{DH} IS NOT NULL AND t.{DH} <= {self.now_ms})"]
+        if drop_keyless:
+            conditions.append("t.`key` IS NULL")
+        if winners is not None:
+            keys_view = f"compactor_latest_keys_{run_id}"
+            winners.select(ts.PARTITION, ts.KEY).createOrReplaceTempView(keys_view)
+            cleanup.append(lambda: spark.catalog.dropTempView(keys_view))
+            conditions.append(f"EXISTS (SELECT 1 FROM {keys_view} AS w WHERE w.`partition` = t.`partition` "
+                              "AND w.`key` = t.`key`)")
+        spark.sql(f"DELETE FROM {stage_ident} AS t WHERE " + " OR ".join(conditions))
+
+    def _cursor(self, plan: _Plan, run_id: str, stage: str, survivors: ViewStats, doomed: ViewStats,
+                kept: ViewStats, range_stats: dict[str, Any], timings: dict[str, int]) -> Cursor:
+        previous = plan.cursor
+        view = _combine(survivors, kept)
+        with translate_storage_errors(f"reading the staging branch of {self.name}"):
+            table = self.lake.catalog.load_table(self.name.compacted_identifier)
+        head = table.metadata.snapshot_by_name(stage)
+        summary = head.summary.additional_properties if head is not None and head.summary else {}
+        written = _bytes_written(table, head, previous.snapshot_id if previous else None)
+        before_rows = previous.view.rows if previous else 0
+        before_tombstones = previous.view.tombstones if previous else 0
+        bytes_at_horizon = [bytes_at(plan.raw, p, h, n, b) for p, (h, n, b) in
+                            enumerate(zip(plan.horizons, plan.next_offsets, plan.logical_bytes, strict=True))]
+        stats: dict[str, Any] = {
+            "records_read": int(range_stats["records"]),
+            "records_kept": view.rows,
+            "records_removed": before_rows + int(range_stats["records"]) - view.rows,
+            "tombstones_kept": view.tombstones,
+            "tombstones_dropped": before_tombstones + int(range_stats["tombstones"]) - view.tombstones,
+            "bytes_read": int(range_stats["bytes"]),
+            "bytes_written": written,
+            "duration_ms": self.progress.elapsed_ms(),
+            "durations_ms": dict(timings),
+            "view_rows_before": before_rows,
+            "rows_deleted_from_view": doomed.rows,
+            "rows_appended": kept.rows,
+            "rewrite": plan.rewrite or "",
+            "view_position_deletes": int(summary.get("total-position-deletes", 0) or 0),
+            "view_data_files": int(summary.get("total-data-files", 0) or 0),
+            "view_delete_files": int(summary.get("total-delete-files", 0) or 0),
+        }
+        start = list(previous.compacted_start) if previous else list(plan.log_starts)
+        return Cursor(
+            snapshot_id=0,
+            horizons=tuple(plan.horizons),
+            compacted_start=tuple(start),
+            raw_snapshot_id=plan.raw.snapshot_id,
+            raw_next_offsets=tuple(plan.next_offsets),
+            now_ms=self.now_ms,
+            settings=plan.settings.as_kafka_dict(),
+            stats=stats,
+            view=view,
+            previous=previous.snapshot_id if previous else None,
+            run_id=run_id,
+            policy_compact=True,
+            bytes_at_horizon=tuple(bytes_at_horizon),
+        )
+
+    # --- publish ----------------------------------------------------------------------------------------------
+
+    def _publish(self, plan: _Plan, stage: str, cursor: Cursor) -> int:
+        catalog = self.lake.catalog
+        expected = plan.cursor.snapshot_id if plan.cursor else None
+        started = time.monotonic()
+        for _ in range(PUBLISH_ATTEMPTS):
+            with translate_storage_errors(f"publishing the cursor of {self.name}"):
+                table = catalog.load_table(self.name.compacted_identifier)
+            main = table.metadata.refs.get(MAIN)
+            current = main.snapshot_id if main else None
+            if current != expected:
+                raise CursorMovedError(f"cursor moved: {self.name}'s cursor is now {current}, this run started "
+                                       f"from {expected}; nothing was published")
+            head = table.metadata.snapshot_by_name(stage)
+            if head is None:
+                raise CommitConflictError(f"the staging branch {stage} of this run disappeared")
+            props = cursor_properties(cursor)
+            props = {**props, "compactor.stats": json.dumps({**cursor.stats, "commit_ms": _ms(started)},
+                                                            sort_keys=True, separators=(",", ":"))}
+            snapshot = build_snapshot(table, head, props)
+            moves = [RefMove(MAIN, None)]
+            if expected is not None:
+                from pyiceberg.table.refs import SnapshotRefType
+
+                moves.append(RefMove(f"{TAG_PREFIX}{expected}", expected, SnapshotRefType.TAG))
+            try:
+                commit(catalog, table, snapshot=snapshot, moves=moves, removals=[stage],
+                       expect={MAIN: expected, stage: head.snapshot_id}, what=f"publishing the cursor of {self.name}")
+            except CommitConflictError as exc:
+                self.progress.phase("publish retry", str(exc))
+                continue
+            self.progress.phase("published", compacted_snapshot_id=snapshot.snapshot_id, commit_ms=_ms(started))
+            return int(snapshot.snapshot_id)
+        raise CommitConflictError(f"could not publish the cursor of {self.name} after {PUBLISH_ATTEMPTS} attempts: "
+                                  "the compacted table kept changing")
+
+    def _mirror(self, topic: Topic, snapshot_id: int, cursor: Cursor) -> None:
+        """Show the cursor on the raw table too (for people and tools; nothing trusts it)."""
+        value = json.dumps({"compacted_table": self.name.compacted_identifier, "compacted_snapshot_id": snapshot_id,
+                            "horizons": cursor.horizons_dict(), "raw_snapshot_id": cursor.raw_snapshot_id,
+                            "run_time_ms": cursor.now_ms}, separators=(",", ":"))
+        from pyiceberg.exceptions import CommitFailedException
+
+        for _ in range(5):
+            try:
+                topic.refresh()
+                tx = topic.table.transaction()
+                tx.set_properties({ts.CURSOR_MIRROR_PROPERTY: value})
+                tx.commit_transaction()
+                return
+            except CommitFailedException:
+                time.sleep(0.05)
+            except Exception as exc:  # the cursor is published; the mirror is best effort
+                log.warning("could not mirror the cursor of %s on the raw table: %s", self.name, exc)
+                return
+        log.warning("could not mirror the cursor of %s on the raw table: producers kept committing", self.name)
+
+    def _drop_stage(self, stage: str) -> None:
+        """Best effort: remove a failed run's staging branch (retention removes it otherwise)."""
+        from pyiceberg.table.update import RemoveSnapshotRefUpdate
+
+        from compactor.compaction.publish import send
+
+        try:
+            table = self.lake.catalog.load_table(self.name.compacted_identifier)
+            if stage in table.metadata.refs:
+                send(self.lake.catalog, table, (), (RemoveSnapshotRefUpdate(ref_name=stage),),
+                     lambda m: stage not in m.refs, f"dropping staging branch {stage}")
+        except Exception as exc:
+            log.info("staging branch %s of %s left for retention to remove: %s", stage, self.name, exc)
+
+
+def compact_topic(lake: Lake, topic: str, **kwargs: Any) -> CompactionResult:
+    """Run one compaction of ``topic`` (see ``TwoPhaseCompactor`` for the keyword arguments)."""
+    return TwoPhaseCompactor(lake, topic, **kwargs).run()
+
+
+# --- helpers -----------------------------------------------------------------------------------------------------
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _view_columns() -> list[str]:
+    from compactor.compaction.compacted_table import VIEW_COLUMNS
+
+    return list(VIEW_COLUMNS)
+
+
+def _range_condition(ranges: dict[int, tuple[int, int]]) -> Column:
+    from pyspark.sql import functions as F
+
+    condition: Column | None = None
+    for partition, (lo, hi) in sorted(ranges.items()):
+        term = (F.col(ts.PARTITION) == partition) & (F.col(ts.OFFSET) >= lo) & (F.col(ts.OFFSET) < hi)
+        condition = term if condition is None else condition | term
+    assert condition is not None
+    return condition
+
+
+def _stats(metrics: dict[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("rows", "tombstones", "null_key_rows", "clean_bytes"):
+        out[name] = int(metrics.get(prefix + name) or 0)
+    for name in ("min_tombstone_delete_horizon", "min_timestamp_ms"):
+        value = metrics.get(prefix + name)
+        out[name] = None if value is None else int(value)
+    return out
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _combine(a: ViewStats, b: ViewStats) -> ViewStats:
+    return ViewStats(
+        rows=a.rows + b.rows,
+        tombstones=a.tombstones + b.tombstones,
+        null_key_rows=a.null_key_rows + b.null_key_rows,
+        clean_bytes=a.clean_bytes + b.clean_bytes,
+        min_tombstone_delete_horizon=_min(a.min_tombstone_delete_horizon, b.min_tombstone_delete_horizon),
+        min_timestamp_ms=_min(a.min_timestamp_ms, b.min_timestamp_ms),
+    )
+
+
+def _bytes_written(table: Any, head: Any, stop_at: int | None) -> int:
+    """Bytes of the data and delete files the run's staging snapshots added."""
+    total = 0
+    snapshot = head
+    while snapshot is not None and snapshot.snapshot_id != stop_at:
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        total += int(summary.get("added-files-size", 0) or 0)
+        if snapshot.parent_snapshot_id is None:
+            break
+        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
+    return total
+
+
+__all__ = ["SPARK_SETTINGS", "CompactionResult", "TwoPhaseCompactor", "compact_topic"]

@@ -1,0 +1,128 @@
+"""The two phases as pure DataFrame logic, apart from catalogs and commits (tested on plain DataFrames).
+
+Phase 1 reads only ``partition``, ``key``, ``offset`` (and ``timestamp`` is not needed once the horizon is
+known) of the new raw range and finds the latest offset of every key by grouping on the exact key bytes:
+no digest, so no collision can merge two keys. Phase 2 joins the full rows of the range with those winners
+on ``(partition, offset)`` and stamps tombstones with their delete horizon.
+
+Both phases run partition by partition without a shuffle when Spark's storage-partitioned grouping is on
+(the raw table and the compacted view are partitioned by ``identity(partition)``, see ``job.SPARK_SETTINGS``):
+phase 1 is a local hash aggregation (it spills to disk when the keys outgrow memory), phase 2 a hash join
+whose build side is one partition's winners. Nothing is collected to the driver or broadcast: broadcast
+joins are disabled for the job.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from compactor.compaction.compacted_table import DELETE_HORIZON, RECORD_BYTES, VIEW_COLUMNS
+from compactor.topics.schema import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP, VALUE
+
+LATEST = "__compactor_latest"
+SUPERSEDED = "__compactor_superseded"
+DOOMED = "__compactor_doomed"
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+def is_tombstone() -> Column:
+    return F.col(KEY).isNotNull() & F.col(VALUE).isNull()
+
+
+def record_bytes() -> Column:
+    """Key + value + header keys and values, in bytes (the rule ``max.message.bytes`` uses)."""
+    header_bytes = F.aggregate(
+        F.coalesce(F.col(HEADERS), F.array().cast(HEADERS_TYPE)),
+        F.lit(0).cast("bigint"),
+        lambda acc, h: acc + F.octet_length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0)),
+    )
+    return (F.coalesce(F.length(KEY), F.lit(0)) + F.coalesce(F.length(VALUE), F.lit(0))).cast("bigint") + header_bytes
+
+
+def latest_offsets(range_rows: DataFrame) -> DataFrame:
+    """Phase 1: ``(partition, key, offset)`` of the highest offset of each non-null key in the range."""
+    return (range_rows.where(F.col(KEY).isNotNull())
+            .select(PARTITION, KEY, OFFSET)
+            .groupBy(PARTITION, KEY)
+            .agg(F.max(OFFSET).alias(OFFSET)))
+
+
+def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys: bool, now_ms: int,
+                  delete_retention_ms: int) -> DataFrame:
+    """Phase 2 (new rows): the range's rows that the compacted view keeps, in view columns, offset-sorted.
+
+    Kept: each key's latest record; keyless records only under ``compaction.null-key=retain``; a tombstone
+    only if ``now < now + delete.retention.ms`` (so ``delete.retention.ms = 0`` drops it at once).
+    """
+    flags = winners.select(PARTITION, OFFSET, F.lit(True).alias(LATEST))
+    if retain_null_keys:
+        joined = range_rows.join(flags.hint("shuffle_hash"), [PARTITION, OFFSET], "left")
+        kept = joined.where(F.col(LATEST).isNotNull() | F.col(KEY).isNull())
+    else:
+        kept = range_rows.join(flags.hint("shuffle_hash"), [PARTITION, OFFSET], "inner")
+    horizon = now_ms + delete_retention_ms
+    if not now_ms < horizon:
+        kept = kept.where(~is_tombstone())
+    kept = (kept.withColumn(DELETE_HORIZON, F.when(is_tombstone(), F.lit(horizon)).otherwise(F.lit(None))
+                            .cast("bigint"))
+            .withColumn(RECORD_BYTES, record_bytes()))
+    return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
+
+
+def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int, drop_null_keys: bool) -> DataFrame:
+    """Mark each compacted row that this run removes (column ``DOOMED``), reading only narrow columns.
+
+    Removed: rows whose key won again in the new range (a newer record or tombstone supersedes them),
+    tombstones whose stored delete horizon has passed (``delete_horizon_ms <= now``), and keyless rows when
+    the setting is now ``drop``.
+    """
+    narrow = view_rows.select(PARTITION, KEY, OFFSET, TIMESTAMP, DELETE_HORIZON, RECORD_BYTES)
+    if winners is not None:
+        keys = winners.select(PARTITION, KEY, F.lit(True).alias(SUPERSEDED))
+        narrow = narrow.join(keys.hint("shuffle_hash"), [PARTITION, KEY], "left")
+        superseded = F.col(SUPERSEDED).isNotNull()
+    else:
+        superseded = F.lit(False)
+    expired = F.col(DELETE_HORIZON).isNotNull() & (F.col(DELETE_HORIZON) <= F.lit(now_ms))
+    doomed = superseded | expired
+    if drop_null_keys:
+        doomed = doomed | F.col(KEY).isNull()
+    return narrow.withColumn(DOOMED, doomed)
+
+
+def surviving_rows(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int,
+                   drop_null_keys: bool) -> DataFrame:
+    """Full compacted rows that this run keeps (the complement of ``classify_view``), for a rewrite."""
+    rows = view_rows
+    if winners is not None:
+        rows = rows.join(winners.select(PARTITION, KEY).hint("shuffle_hash"), [PARTITION, KEY], "left_anti")
+    keep = F.col(DELETE_HORIZON).isNull() | (F.col(DELETE_HORIZON) > F.lit(now_ms))
+    if drop_null_keys:
+        keep = keep & F.col(KEY).isNotNull()
+    return rows.where(keep).select(*VIEW_COLUMNS)
+
+
+def view_stats_columns(prefix: str, condition: Column | None = None) -> list[Column]:
+    """Aggregates describing compacted rows (optionally only those matching ``condition``)."""
+    def only(col: Column) -> Column:
+        return col if condition is None else F.when(condition, col)
+
+    one = F.lit(1)
+    return [
+        F.count(only(one)).alias(f"{prefix}rows"),
+        F.count(only(F.when(F.col(DELETE_HORIZON).isNotNull(), one))).alias(f"{prefix}tombstones"),
+        F.count(only(F.when(F.col(KEY).isNull(), one))).alias(f"{prefix}null_key_rows"),
+        F.coalesce(F.sum(only(F.col(RECORD_BYTES))), F.lit(0)).cast("bigint").alias(f"{prefix}clean_bytes"),
+        F.min(only(F.col(DELETE_HORIZON))).alias(f"{prefix}min_tombstone_delete_horizon"),
+        F.min(only(F.unix_millis(F.col(TIMESTAMP)))).alias(f"{prefix}min_timestamp_ms"),
+    ]
+
+
+def range_stats_columns() -> list[Column]:
+    """Aggregates describing the raw records read (for the run's statistics)."""
+    return [
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(is_tombstone(), F.lit(1))).alias("tombstones"),
+        F.coalesce(F.sum(record_bytes()), F.lit(0)).cast("bigint").alias("bytes"),
+    ]

@@ -1,0 +1,166 @@
+"""Hand-built catalog commits on the compacted table: the cursor publish, and the empty base snapshot.
+
+Why not a library call: publishing must be ONE commit that adds the cursor snapshot, moves ``main`` to it,
+tags the replaced cursor and drops the run's staging branch, on condition that ``main`` still points at the
+cursor the run started from. pyiceberg's snapshot producers cannot take that condition (and their automatic
+retry would strip ref assertions and re-commit on a new head); Spark's SQL writes cannot carry snapshot
+properties. So the snapshot is built here (a new manifest list over the parent's manifests: no data changes)
+and sent with its updates and requirements straight to ``catalog.commit_table``.
+
+Failure handling:
+
+* ``CommitFailedException`` or a metadata validation error: the commit did not happen (``CommitConflictError``).
+* anything else (the database or object store went away mid-commit): the table is re-read to learn whether
+  the commit landed; if it cannot be re-read the outcome is unknown (``OutcomeUnknownError``, exit 75).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import write_manifest_list
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary, update_snapshot_summaries
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    RemoveSnapshotRefUpdate,
+    SetSnapshotRefUpdate,
+    TableRequirement,
+    TableUpdate,
+)
+
+from compactor.catalog import first_line, is_storage_failure
+from compactor.errors import CommitConflictError, OutcomeUnknownError, StorageUnavailableError
+
+BASE_BRANCH = "compactor-base"
+
+
+@dataclass(frozen=True)
+class RefMove:
+    """Point ``name`` (a branch or tag) at ``snapshot_id``; ``None`` means the new snapshot being committed."""
+
+    name: str
+    snapshot_id: int | None
+    kind: SnapshotRefType = SnapshotRefType.BRANCH
+
+
+def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str]) -> Snapshot:
+    """A snapshot with the parent's content (same manifests, new manifest list) and extra summary properties."""
+    metadata = table.metadata
+    snapshot_id = metadata.new_snapshot_id()
+    sequence_number = metadata.next_sequence_number()
+    manifests = parent.manifests(table.io) if parent is not None else []
+    location = table.location_provider().new_metadata_location(
+        f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
+    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
+    with write_manifest_list(
+        format_version=metadata.format_version,
+        output_file=table.io.new_output(location),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id if parent else None,
+        sequence_number=sequence_number,
+        avro_compression=compression,  # type: ignore[arg-type]
+    ) as writer:
+        writer.add_manifests(manifests)
+    summary = update_snapshot_summaries(
+        Summary(operation=Operation.APPEND, **dict(properties)),
+        previous_summary=parent.summary.additional_properties if parent is not None and parent.summary else None,
+    )
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id if parent else None,
+        sequence_number=sequence_number,
+        manifest_list=location,
+        summary=summary,
+        schema_id=metadata.current_schema_id,
+    )
+
+
+def commit(
+    catalog: Any,
+    table: Table,
+    *,
+    snapshot: Snapshot | None,
+    moves: Sequence[RefMove] = (),
+    removals: Sequence[str] = (),
+    expect: Mapping[str, int | None],
+    what: str,
+) -> None:
+    """One conditional commit: add ``snapshot``, move/remove refs, if every ref in ``expect`` is as given."""
+    updates: list[TableUpdate] = []
+    if snapshot is not None:
+        updates.append(AddSnapshotUpdate(snapshot=snapshot))
+    for move in moves:
+        target = move.snapshot_id if move.snapshot_id is not None else (snapshot.snapshot_id if snapshot else None)
+        if target is None:
+            raise ValueError(f"ref {move.name} has no target")
+        updates.append(SetSnapshotRefUpdate(ref_name=move.name, type=move.kind, snapshot_id=target,
+                                            max_ref_age_ms=None, max_snapshot_age_ms=None, min_snapshots_to_keep=None))
+    updates.extend(RemoveSnapshotRefUpdate(ref_name=name) for name in removals)
+    requirements: list[TableRequirement] = [AssertTableUUID(uuid=table.metadata.table_uuid)]
+    requirements.extend(AssertRefSnapshotId(ref=ref, snapshot_id=sid) for ref, sid in expect.items())
+
+    def landed(metadata: TableMetadata) -> bool:
+        if snapshot is not None:
+            return metadata.snapshot_by_id(snapshot.snapshot_id) is not None
+        return all(metadata.refs.get(m.name) is not None and metadata.refs[m.name].snapshot_id == m.snapshot_id
+                   for m in moves) and all(name not in metadata.refs for name in removals)
+
+    send(catalog, table, tuple(requirements), tuple(updates), landed, what)
+
+
+def send(catalog: Any, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...],
+         landed: Callable[[TableMetadata], bool], what: str) -> None:
+    """``catalog.commit_table`` with the failure classification described in the module docstring."""
+    try:
+        catalog.commit_table(table, requirements, updates)
+        return
+    except CommitFailedException as exc:
+        raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
+    except (ValueError, ValidationError) as exc:
+        if not is_storage_failure(exc):
+            raise CommitConflictError(f"{what}: the table changed underneath ({first_line(exc)})") from exc
+        failure: BaseException = exc
+    except Exception as exc:
+        failure = exc
+    try:
+        current = catalog.load_table(table.name())
+    except Exception as reload_exc:
+        raise OutcomeUnknownError(
+            f"{what} failed with '{first_line(failure)}' and the table could not be re-read to learn whether it "
+            f"committed ('{first_line(reload_exc)}'); re-running is safe") from failure
+    if landed(current.metadata):
+        return
+    if is_storage_failure(failure):
+        raise StorageUnavailableError(f"{what}: {first_line(failure)}") from failure
+    raise failure
+
+
+def ensure_base_branch(catalog: Any, table: Table) -> int:
+    """The id of the empty snapshot on ``compactor-base`` (created if missing) that first runs branch from.
+
+    Spark cannot write to a branch of a table without snapshots, and pyiceberg refuses branch writes there.
+    """
+    ref = table.metadata.refs.get(BASE_BRANCH)
+    if ref is not None:
+        return ref.snapshot_id
+    snapshot = build_snapshot(table, None, {"compactor.base": "true"})
+    # pyiceberg's AssertRefSnapshotId rejects any ref but main on a table without snapshots, so the base is
+    # created unconditionally: two racing creators each add an empty snapshot and the later ref wins, which
+    # is harmless (both are empty and stay in the metadata).
+    expect: dict[str, int | None] = {BASE_BRANCH: None} if table.metadata.snapshots else {}
+    with contextlib.suppress(CommitConflictError):  # another run created it first
+        commit(catalog, table, snapshot=snapshot, moves=[RefMove(BASE_BRANCH, None)],
+               expect=expect, what="creating the compacted table's base snapshot")
+    fresh = catalog.load_table(table.name())
+    return int(fresh.metadata.refs[BASE_BRANCH].snapshot_id)

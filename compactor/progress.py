@@ -1,0 +1,46 @@
+"""Progress and summaries of long operations: structured log lines (one per phase, one summary).
+
+Every line goes to the ``compactor`` logger with its fields both in the text (for people) and as
+``extra={"fields": {...}}`` (for log pipelines). A callback can also receive each event (tests, UIs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class Progress:
+    """Reports the phases of one operation on one topic, with elapsed time."""
+
+    operation: str
+    topic: str
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("compactor.progress"))
+    listener: Listener | None = None
+    started: float = field(default_factory=time.monotonic)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def phase(self, name: str, message: str = "", **fields: Any) -> None:
+        """Announce a phase (or a step within one) with its figures."""
+        data = {"operation": self.operation, "topic": self.topic, "phase": name, "elapsed_ms": self.elapsed_ms(),
+                **fields}
+        self.events.append((name, data))
+        text = f"{self.operation} {self.topic}: {name}" + (f": {message}" if message else "")
+        if fields:
+            text += " " + json.dumps(fields, default=str, separators=(",", ":"))
+        self.logger.info("%s (%.1fs)", text, data["elapsed_ms"] / 1000, extra={"fields": data})
+        if self.listener is not None:
+            self.listener(name, data)
+
+    def summary(self, message: str, **fields: Any) -> None:
+        self.phase("summary", message, **fields)

@@ -1,0 +1,57 @@
+"""Helpers shared by the compaction, reader and retention tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from compactor.compaction.compacted_table import DELETE_HORIZON
+from compactor.compaction.cursor import Cursor, load_compacted
+from compactor.lake import Lake
+from compactor.topics.producer import produce
+from compactor.topics.records import ProducerRecord, Record
+from readers.reader import TopicReader, batch_to_records
+from tests.model import TopicModel
+
+
+def produce_both(lake: Lake, name: str, model: TopicModel, records: Sequence[ProducerRecord],
+                 now_ms: int) -> list[Record]:
+    """Produce into the real topic and the model; returns the records as stored."""
+    topic = lake.topic(name)
+    result = produce(topic, records, now_ms=now_ms)
+    stored = [Record(p, o, r.timestamp_ms if r.timestamp_ms is not None else now_ms, r.key, r.value, r.headers)
+              for r, (p, o) in zip(records, result.offsets, strict=True)]
+    model.append(sorted(stored, key=lambda r: (r.partition, r.offset)))
+    return stored
+
+
+def compacted_rows(lake: Lake, name: str) -> list[tuple[Record, int | None]]:
+    """Rows of the current cursor's snapshot, with their delete horizons, in (partition, offset) order."""
+    state = load_compacted(lake.catalog, lake.topic(name).name)
+    if state is None or state.cursor is None:
+        return []
+    table = state.table.scan(snapshot_id=state.cursor.snapshot_id).to_arrow()
+    table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    horizons = table.column(DELETE_HORIZON).to_pylist()
+    topic_columns = table.select(["partition", "offset", "timestamp", "key", "value", "headers"])
+    records: list[Record] = []
+    for batch in topic_columns.to_batches():
+        records.extend(batch_to_records(batch))
+    return list(zip(records, horizons, strict=True))
+
+
+def current_cursor(lake: Lake, name: str) -> Cursor | None:
+    state = load_compacted(lake.catalog, lake.topic(name).name)
+    return state.cursor if state else None
+
+
+def view(lake: Lake, name: str, **kwargs: Any) -> list[Record]:
+    return list(TopicReader(lake, name, read_compacted=True, **kwargs).records())
+
+
+def raw(lake: Lake, name: str, **kwargs: Any) -> list[Record]:
+    return list(TopicReader(lake, name, **kwargs).records())
+
+
+def key_of(record: Record) -> tuple[int, bytes | None]:
+    return record.partition, record.key

@@ -1,0 +1,133 @@
+"""A small pure-Python reference model of SEMANTICS section 2 (compaction) and section 5 (compacted reads).
+
+It is written from the contract, independently of the Spark job: the randomised tests drive the same
+operations through the real product and through this model, and compare what comes out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from compactor.topics.records import Record
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    null_key: str = "drop"
+    delete_retention_ms: int = 86_400_000
+    min_lag_ms: int = 0
+
+
+@dataclass(frozen=True)
+class CompactedRow:
+    record: Record
+    delete_horizon_ms: int | None
+
+
+@dataclass
+class ModelCursor:
+    horizons: list[int]
+    start: list[int]
+    rows: dict[tuple[int, int], CompactedRow] = field(default_factory=dict)
+
+
+@dataclass
+class TopicModel:
+    """The raw log of one topic and its cursor, as the contract describes them."""
+
+    partitions: int
+    log: list[list[Record]] = field(default_factory=list)
+    cursor: ModelCursor | None = None
+
+    def __post_init__(self) -> None:
+        if not self.log:
+            self.log = [[] for _ in range(self.partitions)]
+
+    def append(self, records: list[Record]) -> None:
+        for r in records:
+            assert r.offset == len(self.log[r.partition]), "the model expects dense offsets in order"
+            self.log[r.partition].append(r)
+
+    def next_offsets(self) -> list[int]:
+        return [len(records) for records in self.log]
+
+    # --- compaction -------------------------------------------------------------------------------
+
+    def horizons_at(self, now_ms: int, settings: ModelSettings, previous: list[int]) -> list[int]:
+        out = []
+        for p in range(self.partitions):
+            end = len(self.log[p])
+            limit = end
+            if settings.min_lag_ms > 0:
+                cutoff = now_ms - settings.min_lag_ms
+                limit = next((r.offset for r in self.log[p][previous[p]:] if r.timestamp_ms > cutoff), end)
+            out.append(max(previous[p], min(end, limit)))
+        return out
+
+    def compact(self, now_ms: int, settings: ModelSettings) -> bool:
+        """One incremental run; returns whether it would commit."""
+        previous = self.cursor.horizons if self.cursor else [0] * self.partitions
+        horizons = self.horizons_at(now_ms, settings, previous)
+        rows = dict(self.cursor.rows) if self.cursor else {}
+        before = dict(rows)
+        latest: dict[tuple[int, bytes], Record] = {}
+        for p in range(self.partitions):
+            for r in self.log[p][previous[p]:horizons[p]]:
+                if r.key is not None:
+                    latest[(p, r.key)] = r  # later offsets overwrite: latest wins
+        # superseded compacted rows go
+        for key, row in list(rows.items()):
+            rec = row.record
+            if rec.key is not None and (rec.partition, rec.key) in latest:
+                del rows[key]
+        # expired tombstones and (under drop) keyless rows go
+        for key, row in list(rows.items()):
+            expired = row.delete_horizon_ms is not None and not now_ms < row.delete_horizon_ms
+            if expired or (row.record.key is None and settings.null_key == "drop"):
+                del rows[key]
+        # new rows come in
+        for p in range(self.partitions):
+            for r in self.log[p][previous[p]:horizons[p]]:
+                if r.key is None:
+                    if settings.null_key == "retain":
+                        rows[(p, r.offset)] = CompactedRow(r, None)
+                elif latest[(p, r.key)].offset == r.offset:
+                    if r.is_tombstone:
+                        horizon = now_ms + settings.delete_retention_ms
+                        if now_ms < horizon:
+                            rows[(p, r.offset)] = CompactedRow(r, horizon)
+                    else:
+                        rows[(p, r.offset)] = CompactedRow(r, None)
+        advanced = horizons != previous
+        changed = rows != before
+        if not advanced and not changed:
+            return False
+        self.cursor = ModelCursor(horizons, self.cursor.start if self.cursor else [0] * self.partitions, rows)
+        return True
+
+    def full_compaction(self, start: list[int], horizons: list[int], now_ms: int,
+                        settings: ModelSettings) -> dict[tuple[int, int], Record]:
+        """One full compaction of raw offsets ``[start, horizon)`` at ``now`` (no delete horizons known)."""
+        fresh = TopicModel(self.partitions, [records[: horizons[p]] for p, records in enumerate(self.log)])
+        fresh.cursor = ModelCursor(list(start), list(start), {})
+        fresh.compact(now_ms, replace(settings, min_lag_ms=0))
+        assert fresh.cursor is not None
+        return {k: v.record for k, v in fresh.cursor.rows.items()}
+
+    # --- reads ---------------------------------------------------------------------------------------
+
+    def compacted_view(self) -> list[Record]:
+        """What a compacted reader returns: compacted rows below the horizon, then the raw tail."""
+        out: list[Record] = []
+        for p in range(self.partitions):
+            horizon = self.cursor.horizons[p] if self.cursor else 0
+            if self.cursor:
+                out.extend(sorted((row.record for (q, _), row in self.cursor.rows.items() if q == p),
+                                  key=lambda r: r.offset))
+            out.extend(self.log[p][horizon:])
+        return out
+
+    def compacted_rows(self) -> list[tuple[Record, int | None]]:
+        if self.cursor is None:
+            return []
+        return [(row.record, row.delete_horizon_ms) for _, row in sorted(self.cursor.rows.items())]

@@ -1,0 +1,263 @@
+"""Crash safety and concurrency of compaction (SEMANTICS section 3): failure points, killed processes,
+racing compactors, producers appending during a run, and commits whose outcome cannot be learned."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyspark.sql import SparkSession
+
+from compactor import failpoints
+from compactor.compaction.cursor import STAGE_PREFIX, TAG_PREFIX
+from compactor.compaction.job import TwoPhaseCompactor, compact_topic
+from compactor.errors import CursorCorruptError, CursorMovedError, InjectedFailureError
+from compactor.lake import Lake
+from compactor.topics.records import ProducerRecord
+from tests.helpers import compacted_rows, current_cursor, produce_both, view
+from tests.model import ModelSettings, TopicModel
+
+pytestmark = pytest.mark.spark
+SETTINGS = ModelSettings()
+
+
+def seeded(lake: Lake, partitions: int = 2) -> TopicModel:
+    """A topic with one published cursor and more records waiting to be compacted."""
+    lake.create_topic("s.t", partitions=partitions, config={"cleanup.policy": "compact"})
+    model = TopicModel(partitions)
+    produce_both(lake, "s.t", model, [ProducerRecord(b"k%d" % (i % 5), b"v%d" % i) for i in range(20)], 1000)
+    compact_topic(lake, "s.t", now_ms=2000)
+    model.compact(2000, SETTINGS)
+    produce_both(lake, "s.t", model, [ProducerRecord(b"k%d" % (i % 7), None if i == 3 else b"w%d" % i)
+                                      for i in range(10)], 3000)
+    return model
+
+
+def stage_branches(lake: Lake) -> list[str]:
+    refs = lake.catalog.load_table("s.t__compacted").metadata.refs
+    return [name for name in refs if name.startswith(STAGE_PREFIX)]
+
+
+@pytest.mark.parametrize("point", ["after-plan", "after-phase-1", "after-delete", "after-write", "before-commit"])
+def test_failure_before_publish_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, point: str) -> None:
+    model = seeded(lake)
+    before_cursor = current_cursor(lake, "s.t")
+    before_view = view(lake, "s.t")
+    with failpoints.enabled({point: "raise"}), pytest.raises(InjectedFailureError):
+        compact_topic(lake, "s.t", now_ms=4000)
+    assert current_cursor(lake, "s.t") == before_cursor
+    assert view(lake, "s.t") == before_view
+    assert stage_branches(lake) == []  # the failed run cleaned up after itself
+    result = compact_topic(lake, "s.t", now_ms=4000)
+    assert result.committed
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_failure_after_publish_keeps_the_new_cursor(spark: SparkSession, lake: Lake) -> None:
+    model = seeded(lake)
+    with failpoints.enabled({"after-commit": "raise"}), pytest.raises(InjectedFailureError):
+        compact_topic(lake, "s.t", now_ms=4000)
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+    assert not compact_topic(lake, "s.t", now_ms=4000).committed  # re-running is safe
+
+
+def test_racing_compactor_restarts_on_the_new_cursor(spark: SparkSession, lake: Lake) -> None:
+    model = seeded(lake)
+    winner: dict[str, Any] = {}
+
+    def another_run_commits() -> None:
+        with failpoints.enabled({"before-commit": lambda: None}):
+            winner["result"] = compact_topic(lake, "s.t", now_ms=4000)
+
+    with failpoints.enabled({"before-commit": another_run_commits}):
+        result = TwoPhaseCompactor(lake, "s.t", now_ms=4000, max_attempts=3).run()
+    # the other run won; this one started again from phase 1 on the new cursor and found nothing left to do
+    assert winner["result"].committed
+    assert result.attempts == 2 and not result.committed
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSession, lake: Lake) -> None:
+    seeded(lake)
+    before = current_cursor(lake, "s.t")
+
+    def another_run_commits() -> None:
+        with failpoints.enabled({"before-commit": lambda: None}):
+            compact_topic(lake, "s.t", now_ms=4000)
+
+    with failpoints.enabled({"before-commit": another_run_commits}), pytest.raises(CursorMovedError):
+        TwoPhaseCompactor(lake, "s.t", now_ms=4000, max_attempts=1).run()
+    after = current_cursor(lake, "s.t")
+    assert after is not None and before is not None
+    assert after.previous == before.snapshot_id  # exactly one run won: the chain is C -> C'
+    assert stage_branches(lake) == []
+
+
+def test_the_replaced_cursor_is_tagged_and_chained(spark: SparkSession, lake: Lake) -> None:
+    seeded(lake)
+    first = current_cursor(lake, "s.t")
+    compact_topic(lake, "s.t", now_ms=4000)
+    second = current_cursor(lake, "s.t")
+    assert first is not None and second is not None and second.previous == first.snapshot_id
+    refs = lake.catalog.load_table("s.t__compacted").metadata.refs
+    assert refs[f"{TAG_PREFIX}{first.snapshot_id}"].snapshot_id == first.snapshot_id
+
+
+def test_producers_appending_during_a_run_lose_nothing(spark: SparkSession, lake: Lake) -> None:
+    model = seeded(lake)
+    pinned = lake.topic("s.t").offsets().next_offsets
+
+    def produce_more() -> None:
+        produce_both(lake, "s.t", model, [ProducerRecord(b"k1", b"during"), ProducerRecord(b"late", b"x")], 3500)
+
+    with failpoints.enabled({"after-phase-1": produce_more}):
+        result = compact_topic(lake, "s.t", now_ms=4000)
+    assert result.horizons == {str(p): n for p, n in enumerate(pinned)}  # later appends are ignored ...
+    truncated = TopicModel(model.partitions, [records[: pinned[p]] for p, records in enumerate(model.log)],
+                           model.cursor)
+    truncated.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == truncated.compacted_rows()
+    model.cursor = truncated.cursor
+    assert view(lake, "s.t") == model.compacted_view()  # ... and read from the raw tail
+    compact_topic(lake, "s.t", now_ms=5000)
+    model.compact(5000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def _error_lines(stderr: str) -> str:
+    """The lines of a failed command's standard error that name the problem (not the whole JVM trace)."""
+    wanted = [line for line in stderr.splitlines()
+              if line.startswith("compactor: error") or "Exception:" in line or "Error:" in line]
+    return "\n".join(wanted[:20]) or stderr[-2000:]
+
+
+def _cli_env(lake: Lake, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}
+    env.update(COMPACTOR_CATALOG_NAME=lake.config.catalog_name, COMPACTOR_DRIVER_MEMORY="768m",
+               COMPACTOR_SPARK_CORES="1", COMPACTOR_SHUFFLE_PARTITIONS="2", **extra)
+    return env
+
+
+def _cli(lake: Lake, *args: str) -> list[str]:
+    warehouse = lake.config.warehouse.replace("file://", "")
+    return [sys.executable, "-m", "compactor.cli.main", "--warehouse", warehouse, *args]
+
+
+def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path) -> None:
+    model = seeded(lake)
+    before = current_cursor(lake, "s.t")
+    marker = tmp_path / "reached"
+    proc = subprocess.Popen(_cli(lake, "compact", "s.t", "--now-ms", "4000"),
+                            env=_cli_env(lake, COMPACTOR_FAILPOINTS="after-write=pause",
+                                         COMPACTOR_FAILPOINT_MARKER=str(marker)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert proc.poll() is None, _error_lines(proc.communicate()[1].decode())
+            assert time.monotonic() < deadline, "the job never reached the failure point"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the Python process and its JVM, mid-run
+        proc.wait(timeout=60)
+    assert current_cursor(lake, "s.t") == before
+    assert len(stage_branches(lake)) == 1  # the killed run's staging branch: never read, removed by retention
+    assert view(lake, "s.t") == TopicModel(model.partitions, model.log, model.cursor).compacted_view()
+    assert compact_topic(lake, "s.t", now_ms=4000).committed
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_two_compactor_processes_one_cursor_chain(spark: SparkSession, lake: Lake) -> None:
+    model = seeded(lake)
+    before = current_cursor(lake, "s.t")
+    procs = [subprocess.Popen(_cli(lake, "compact", "s.t", "--now-ms", "4000"), env=_cli_env(lake),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outputs = [proc.communicate(timeout=300) for proc in procs]
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, _error_lines(err.decode())
+    results = [json.loads(out) for out, _ in outputs]
+    assert sum(r["committed"] for r in results) == 1  # the same work can only be published once
+    after = current_cursor(lake, "s.t")
+    assert after is not None and before is not None and after.previous == before.snapshot_id
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_unknown_commit_outcome_exits_75(spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from compactor.cli.main import main
+
+    seeded(lake)
+    real_commit, real_load = SqlCatalog.commit_table, SqlCatalog.load_table
+    state = {"down": False}
+
+    def commit_then_lose_connection(self: SqlCatalog, table: Any, requirements: Any, updates: Any) -> Any:
+        if table.name()[-1].endswith("__compacted") and any(getattr(u, "ref_name", "") == "main" for u in updates):
+            state["down"] = True
+            raise OperationalError("UPDATE iceberg_tables", {}, Exception("server closed the connection"))
+        return real_commit(self, table, requirements, updates)
+
+    def load_while_down(self: SqlCatalog, identifier: Any) -> Any:
+        if state["down"]:
+            raise OperationalError("SELECT", {}, Exception("could not connect to server"))
+        return real_load(self, identifier)
+
+    monkeypatch.setattr(SqlCatalog, "commit_table", commit_then_lose_connection)
+    monkeypatch.setattr(SqlCatalog, "load_table", load_while_down)
+    monkeypatch.setenv("COMPACTOR_CATALOG_NAME", lake.config.catalog_name)
+    warehouse = lake.config.warehouse.replace("file://", "")
+    code = main(["--warehouse", warehouse, "compact", "s.t", "--now-ms", "4000"])
+    err = capsys.readouterr().err
+    assert code == 75 and "outcome unknown" in err
+    monkeypatch.undo()
+    assert compact_topic(lake, "s.t", now_ms=4000).committed  # the commit did not land; re-running is safe
+
+
+def test_ambiguous_failure_that_landed_counts_as_committed(spark: SparkSession, lake: Lake,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    model = seeded(lake)
+    real_commit = SqlCatalog.commit_table
+
+    def commit_then_fail(self: SqlCatalog, table: Any, requirements: Any, updates: Any) -> Any:
+        response = real_commit(self, table, requirements, updates)
+        if table.name()[-1].endswith("__compacted") and any(getattr(u, "ref_name", "") == "main" for u in updates):
+            raise OperationalError("COMMIT", {}, Exception("connection reset after commit"))
+        return response
+
+    monkeypatch.setattr(SqlCatalog, "commit_table", commit_then_fail)
+    result = compact_topic(lake, "s.t", now_ms=4000)
+    monkeypatch.undo()
+    assert result.committed
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_a_corrupt_cursor_is_an_error_not_a_fallback(spark: SparkSession, lake: Lake) -> None:
+    from compactor.compaction.publish import RefMove, build_snapshot, commit
+
+    seeded(lake)
+    table = lake.catalog.load_table("s.t__compacted")
+    head = table.metadata.snapshot_by_name("main")
+    bogus = build_snapshot(table, head, {"compactor.cursor": "v1", "compactor.horizons": "not json"})
+    commit(lake.catalog, table, snapshot=bogus, moves=[RefMove("main", None)],
+           expect={"main": head.snapshot_id if head else None}, what="corrupting the cursor")
+    with pytest.raises(CursorCorruptError):
+        compact_topic(lake, "s.t", now_ms=5000)
+    with pytest.raises(CursorCorruptError):
+        view(lake, "s.t")
