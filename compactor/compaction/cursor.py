@@ -55,7 +55,12 @@ STAGE_PREFIX = "compactor-run-"
 
 @dataclass(frozen=True)
 class ViewStats:
-    """Bookkeeping about the compacted rows a cursor holds (drives cheap decisions in the next run)."""
+    """Bookkeeping about the compacted rows a cursor holds (drives cheap decisions in the next run).
+
+    Counts and ``clean_bytes`` are exact. The two minimums are lower bounds: exact after a first run or a
+    rewrite; an incremental run only lowers them (it knows what it adds, not what the removed rows held),
+    so at worst a later run makes a pass that finds nothing to expire.
+    """
 
     rows: int = 0
     tombstones: int = 0
@@ -63,8 +68,6 @@ class ViewStats:
     clean_bytes: int = 0
     min_tombstone_delete_horizon: int | None = None
     min_timestamp_ms: int | None = None
-    deleted_rows: int = 0
-    delete_files: int = 0
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"))

@@ -24,6 +24,7 @@ possible, and otherwise removed by retention after ``compaction.orphan-min-age-m
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -35,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 from compactor import failpoints
 from compactor.catalog import translate_storage_errors
 from compactor.clock import resolve_now_ms
-from compactor.compaction.compacted_table import DELETE_HORIZON as DH
 from compactor.compaction.compacted_table import ensure_compacted_table
 from compactor.compaction.cursor import (
     MAIN,
@@ -46,9 +46,16 @@ from compactor.compaction.cursor import (
     cursor_properties,
     parse_cursor,
 )
+from compactor.compaction.deletes import (
+    DeleteFileInfo,
+    collect_delete_files,
+    delete_manifest,
+    summary_counts,
+    write_position_deletes,
+)
 from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons
 from compactor.compaction.publish import RefMove, build_snapshot, commit, ensure_base_branch
-from compactor.compaction.triggers import assess
+from compactor.compaction.triggers import assess, start_bytes
 from compactor.errors import (
     CommitConflictError,
     CursorCorruptError,
@@ -191,9 +198,14 @@ class TwoPhaseCompactor:
         published = False
         cleanup: list[Any] = []
         try:
-            cursor = self._compact(spark, plan, stage, run_id, cleanup, timings)
+            cursor, delete_files = self._compact(spark, plan, stage, run_id, cleanup, timings)
+            if not plan.ranges and not cursor.stats["rows_deleted_from_view"]:
+                # only a pass for expired tombstones or keyless rows, and it found none (the minimums it
+                # planned on are lower bounds): the compacted rows did not change, so nothing is published
+                return self._not_committed(plan.raw, plan.cursor, "nothing to compact: no compacted row needed "
+                                           "removing")
             failpoints.hit("before-commit")
-            snapshot_id = self._publish(plan, stage, cursor)
+            snapshot_id = self._publish(plan, stage, cursor, delete_files)
             published = True
             failpoints.hit("after-commit")
             self._mirror(plan.topic, snapshot_id, cursor)
@@ -281,7 +293,7 @@ class TwoPhaseCompactor:
     # --- phases 1 and 2 (Spark) ------------------------------------------------------------------------------
 
     def _compact(self, spark: SparkSession, plan: _Plan, stage: str, run_id: str, cleanup: list[Any],
-                 timings: dict[str, int]) -> Cursor:
+                 timings: dict[str, int]) -> tuple[Cursor, list[DeleteFileInfo]]:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -319,7 +331,11 @@ class TwoPhaseCompactor:
         survivors = plan.cursor.view if plan.cursor else ViewStats()
         doomed = ViewStats()
         kept_stats = ViewStats()
-        range_stats: dict[str, Any] = {"records": 0, "tombstones": 0, "bytes": 0}
+        range_stats: dict[str, Any] = {"records": 0, "tombstones": 0}
+        delete_files: list[DeleteFileInfo] = []
+        delete_location = f"{plan.view_table.metadata.location.rstrip('/')}/data/compactor-deletes/{run_id}"
+        hadoop = sc._jsc.hadoopConfiguration()
+        hadoop.set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
 
         if plan.rewrite is not None and view_at_c is not None:
             started = time.monotonic()
@@ -339,57 +355,66 @@ class TwoPhaseCompactor:
             doomed = ViewStats(rows=max(before + int(range_stats["records"]) - kept_stats.rows, 0))
             timings["write_ms"] = _ms(started)
         else:
-            if view_at_c is not None and (winners is not None or plan.purge_expired or plan.purge_keyless):
+            failpoints.hit("after-phase-1")
+            previous_view = survivors
+
+            def delete_pass() -> ViewStats:
+                """Write position deletes for the compacted rows this run removes (one narrow pass)."""
+                assert view_at_c is not None
                 started = time.monotonic()
-                sc.setJobDescription(f"compactor {self.name}: phases 1+2 (find the rows this run removes)")
+                sc.setJobDescription(f"compactor {self.name}: phases 1+2 (position deletes)")
                 self.progress.phase("phase 2", "finding compacted rows that this run removes (narrow columns)",
                                     records=plan.records_in_range)
-                classified = phases.classify_view(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless)
-                metrics = classified.agg(*phases.view_stats_columns("keep_", ~F.col(phases.DOOMED)),
-                                         *phases.view_stats_columns("doomed_", F.col(phases.DOOMED))).first()
-                values = metrics.asDict() if metrics is not None else {}
-                survivors = ViewStats(**_stats(values, "keep_"))
-                doomed = ViewStats(**_stats(values, "doomed_"))
-                timings["find_removed_ms"] = _ms(started)
-            failpoints.hit("after-phase-1")
-            if doomed.rows:
-                started = time.monotonic()
-                sc.setJobDescription(f"compactor {self.name}: phase 2 (position deletes)")
-                self._delete_doomed(spark, stage_ident, winners, run_id, drop_keyless, cleanup)
+                classified = phases.classify_view(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless,
+                                                  with_positions=True)
+                view_obs = Observation(f"view_{run_id}")
+                write_position_deletes(
+                    classified.where(F.col(phases.DOOMED))
+                    .observe(view_obs, *phases.view_stats_columns("doomed_", minimums=False)), delete_location)
+                removed = ViewStats(**_stats(view_obs.get, "doomed_"))
+                if removed.rows:
+                    delete_files.extend(collect_delete_files(self.lake.config, delete_location))
                 timings["delete_ms"] = _ms(started)
-                self.progress.phase("phase 2 deletes", rows=doomed.rows, tombstones=doomed.tombstones)
-            failpoints.hit("after-delete")
-            if kept_new is not None:
+                self.progress.phase("phase 2 deletes", rows=removed.rows, tombstones=removed.tombstones,
+                                    delete_files=len(delete_files))
+                failpoints.hit("after-delete")
+                return removed
+
+            def write_pass() -> tuple[ViewStats, dict[str, Any]]:
+                """Append the kept rows of the new range to the staging branch."""
+                assert kept_new is not None
                 started = time.monotonic()
                 sc.setJobDescription(f"compactor {self.name}: phases 1+2 (write the kept rows)")
                 self.progress.phase("phase 2", "writing the kept rows of the new range", records=plan.records_in_range)
                 kept_new.observe(kept_obs, *phases.view_stats_columns("")).writeTo(stage_ident).append()
-                kept_stats = ViewStats(**_stats(kept_obs.get, ""))
-                range_stats = dict(range_obs.get)
                 timings["write_ms"] = _ms(started)
+                return ViewStats(**_stats(kept_obs.get, "")), dict(range_obs.get)
+
+            # The two passes are independent Spark jobs: run them side by side.
+            needs_delete = view_at_c is not None and (winners is not None or plan.purge_expired
+                                                      or plan.purge_keyless)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                removing = pool.submit(delete_pass) if needs_delete else None
+                writing = pool.submit(write_pass) if kept_new is not None else None
+                failures = [f.exception() for f in (removing, writing) if f is not None and f.exception()]
+                if failures:
+                    raise failures[0]  # type: ignore[misc]
+                if removing is not None:
+                    doomed = removing.result()
+                    survivors = _subtract(previous_view, doomed)
+                if writing is not None:
+                    kept_stats, range_stats = writing.result()
         failpoints.hit("after-write")
         if int(range_stats["records"]) != plan.records_in_range:
             raise TopicCorruptError(
                 f"{self.name}: the raw range {plan.ranges} holds {range_stats['records']} records, expected "
                 f"{plan.records_in_range} (offsets must be dense); nothing was published")
-        return self._cursor(plan, run_id, stage, survivors, doomed, kept_stats, range_stats, timings)
-
-    def _delete_doomed(self, spark: SparkSession, stage_ident: str, winners: DataFrame | None, run_id: str,
-                       drop_keyless: bool, cleanup: list[Any]) -> None:
-        """Position-delete, on the staging branch, exactly the rows ``phases.classify_view`` marks."""
-        conditions = [f"(t.{DH} IS NOT NULL AND t.{DH} <= {self.now_ms})"]
-        if drop_keyless:
-            conditions.append("t.`key` IS NULL")
-        if winners is not None:
-            keys_view = f"compactor_latest_keys_{run_id}"
-            winners.select(ts.PARTITION, ts.KEY).createOrReplaceTempView(keys_view)
-            cleanup.append(lambda: spark.catalog.dropTempView(keys_view))
-            conditions.append(f"EXISTS (SELECT 1 FROM {keys_view} AS w WHERE w.`partition` = t.`partition` "
-                              "AND w.`key` = t.`key`)")
-        spark.sql(f"DELETE FROM {stage_ident} AS t WHERE " + " OR ".join(conditions))
+        return self._cursor(plan, run_id, stage, survivors, doomed, kept_stats, range_stats, timings,
+                            delete_files), delete_files
 
     def _cursor(self, plan: _Plan, run_id: str, stage: str, survivors: ViewStats, doomed: ViewStats,
-                kept: ViewStats, range_stats: dict[str, Any], timings: dict[str, int]) -> Cursor:
+                kept: ViewStats, range_stats: dict[str, Any], timings: dict[str, int],
+                delete_files: list[DeleteFileInfo]) -> Cursor:
         previous = plan.cursor
         view = _combine(survivors, kept)
         with translate_storage_errors(f"reading the staging branch of {self.name}"):
@@ -397,17 +422,22 @@ class TwoPhaseCompactor:
         head = table.metadata.snapshot_by_name(stage)
         summary = head.summary.additional_properties if head is not None and head.summary else {}
         written = _bytes_written(table, head, previous.snapshot_id if previous else None)
+        written += sum(f.size_bytes for f in delete_files)
         before_rows = previous.view.rows if previous else 0
         before_tombstones = previous.view.tombstones if previous else 0
         bytes_at_horizon = [bytes_at(plan.raw, p, h, n, b) for p, (h, n, b) in
                             enumerate(zip(plan.horizons, plan.next_offsets, plan.logical_bytes, strict=True))]
+        if previous is not None and len(previous.bytes_at_horizon) == len(bytes_at_horizon):
+            bytes_before = list(previous.bytes_at_horizon)
+        else:
+            bytes_before = start_bytes(plan.topic.properties, len(bytes_at_horizon))
         stats: dict[str, Any] = {
             "records_read": int(range_stats["records"]),
             "records_kept": view.rows,
             "records_removed": before_rows + int(range_stats["records"]) - view.rows,
             "tombstones_kept": view.tombstones,
             "tombstones_dropped": before_tombstones + int(range_stats["tombstones"]) - view.tombstones,
-            "bytes_read": int(range_stats["bytes"]),
+            "bytes_read": sum(max(a - b, 0) for a, b in zip(bytes_at_horizon, bytes_before, strict=True)),
             "bytes_written": written,
             "duration_ms": self.progress.elapsed_ms(),
             "durations_ms": dict(timings),
@@ -415,9 +445,10 @@ class TwoPhaseCompactor:
             "rows_deleted_from_view": doomed.rows,
             "rows_appended": kept.rows,
             "rewrite": plan.rewrite or "",
-            "view_position_deletes": int(summary.get("total-position-deletes", 0) or 0),
+            "view_position_deletes": int(summary.get("total-position-deletes", 0) or 0)
+            + sum(f.record_count for f in delete_files),
             "view_data_files": int(summary.get("total-data-files", 0) or 0),
-            "view_delete_files": int(summary.get("total-delete-files", 0) or 0),
+            "view_delete_files": int(summary.get("total-delete-files", 0) or 0) + len(delete_files),
         }
         start = list(previous.compacted_start) if previous else list(plan.log_starts)
         return Cursor(
@@ -438,7 +469,7 @@ class TwoPhaseCompactor:
 
     # --- publish ----------------------------------------------------------------------------------------------
 
-    def _publish(self, plan: _Plan, stage: str, cursor: Cursor) -> int:
+    def _publish(self, plan: _Plan, stage: str, cursor: Cursor, delete_files: list[DeleteFileInfo]) -> int:
         catalog = self.lake.catalog
         expected = plan.cursor.snapshot_id if plan.cursor else None
         started = time.monotonic()
@@ -456,7 +487,8 @@ class TwoPhaseCompactor:
             props = cursor_properties(cursor)
             props = {**props, "compactor.stats": json.dumps({**cursor.stats, "commit_ms": _ms(started)},
                                                             sort_keys=True, separators=(",", ":"))}
-            snapshot = build_snapshot(table, head, props)
+            manifests = (lambda sid, t=table: [delete_manifest(t, sid, delete_files)]) if delete_files else None
+            snapshot = build_snapshot(table, head, props, manifests, summary_counts(delete_files))
             moves = [RefMove(MAIN, None)]
             if expected is not None:
                 from pyiceberg.table.refs import SnapshotRefType
@@ -554,6 +586,19 @@ def _min(a: int | None, b: int | None) -> int | None:
     if b is None:
         return a
     return min(a, b)
+
+
+def _subtract(view: ViewStats, removed: ViewStats) -> ViewStats:
+    """The view's rows after ``removed`` are deleted (minimums stay as lower bounds, see ``ViewStats``)."""
+    return ViewStats(
+        rows=view.rows - removed.rows,
+        tombstones=view.tombstones - removed.tombstones,
+        null_key_rows=view.null_key_rows - removed.null_key_rows,
+        clean_bytes=view.clean_bytes - removed.clean_bytes,
+        min_tombstone_delete_horizon=view.min_tombstone_delete_horizon if view.tombstones > removed.tombstones
+        else None,
+        min_timestamp_ms=view.min_timestamp_ms if view.rows > removed.rows else None,
+    )
 
 
 def _combine(a: ViewStats, b: ViewStats) -> ViewStats:

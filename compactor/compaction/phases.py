@@ -7,9 +7,11 @@ on ``(partition, offset)`` and stamps tombstones with their delete horizon.
 
 Both phases run partition by partition without a shuffle when Spark's storage-partitioned grouping is on
 (the raw table and the compacted view are partitioned by ``identity(partition)``, see ``job.SPARK_SETTINGS``):
-phase 1 is a local hash aggregation (it spills to disk when the keys outgrow memory), phase 2 a hash join
-whose build side is one partition's winners. Nothing is collected to the driver or broadcast: broadcast
-joins are disabled for the job.
+phase 1 is a local hash aggregation (it spills to disk when the keys outgrow memory), phase 2 a sort-merge
+join on ``(partition, offset)``: raw rows arrive almost in offset order, so its sorts are cheap, its output is
+already in the order the view is written in, and unlike a hash join it spills instead of holding a
+partition's winners in memory. Nothing is collected to the driver or broadcast: broadcast joins are disabled
+for the job. Finding superseded view rows is a hash join whose build side is only the new range's keys.
 """
 
 from __future__ import annotations
@@ -57,10 +59,10 @@ def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys
     """
     flags = winners.select(PARTITION, OFFSET, F.lit(True).alias(LATEST))
     if retain_null_keys:
-        joined = range_rows.join(flags.hint("shuffle_hash"), [PARTITION, OFFSET], "left")
+        joined = range_rows.join(flags.hint("merge"), [PARTITION, OFFSET], "left")
         kept = joined.where(F.col(LATEST).isNotNull() | F.col(KEY).isNull())
     else:
-        kept = range_rows.join(flags.hint("shuffle_hash"), [PARTITION, OFFSET], "inner")
+        kept = range_rows.join(flags.hint("merge"), [PARTITION, OFFSET], "inner")
     horizon = now_ms + delete_retention_ms
     if not now_ms < horizon:
         kept = kept.where(~is_tombstone())
@@ -70,14 +72,21 @@ def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys
     return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
 
 
-def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int, drop_null_keys: bool) -> DataFrame:
+def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
+                  with_positions: bool = False) -> DataFrame:
     """Mark each compacted row that this run removes (column ``DOOMED``), reading only narrow columns.
 
     Removed: rows whose key won again in the new range (a newer record or tombstone supersedes them),
     tombstones whose stored delete horizon has passed (``delete_horizon_ms <= now``), and keyless rows when
-    the setting is now ``drop``.
+    the setting is now ``drop``. ``with_positions`` keeps Iceberg's ``_file`` and ``_pos`` columns, so the
+    marked rows can be written as position deletes by the same pass.
     """
-    narrow = view_rows.select(PARTITION, KEY, OFFSET, TIMESTAMP, DELETE_HORIZON, RECORD_BYTES)
+    columns = [PARTITION, KEY, OFFSET, TIMESTAMP, DELETE_HORIZON, RECORD_BYTES]
+    if with_positions:  # the incremental pass needs no offsets or timestamps: keep it as narrow as possible
+        columns = [PARTITION, KEY, DELETE_HORIZON, RECORD_BYTES]
+    if with_positions:  # Iceberg's metadata columns: the data file and row position, for position deletes
+        columns += ["_file", "_pos"]
+    narrow = view_rows.select(*columns)
     if winners is not None:
         keys = winners.select(PARTITION, KEY, F.lit(True).alias(SUPERSEDED))
         narrow = narrow.join(keys.hint("shuffle_hash"), [PARTITION, KEY], "left")
@@ -103,26 +112,33 @@ def surviving_rows(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: i
     return rows.where(keep).select(*VIEW_COLUMNS)
 
 
-def view_stats_columns(prefix: str, condition: Column | None = None) -> list[Column]:
-    """Aggregates describing compacted rows (optionally only those matching ``condition``)."""
+def view_stats_columns(prefix: str, condition: Column | None = None, *, minimums: bool = True) -> list[Column]:
+    """Aggregates describing compacted rows (optionally only those matching ``condition``).
+
+    ``minimums=False`` leaves out the smallest delete horizon and timestamp (and so the timestamp column).
+    """
     def only(col: Column) -> Column:
         return col if condition is None else F.when(condition, col)
 
     one = F.lit(1)
-    return [
+    columns = [
         F.count(only(one)).alias(f"{prefix}rows"),
         F.count(only(F.when(F.col(DELETE_HORIZON).isNotNull(), one))).alias(f"{prefix}tombstones"),
         F.count(only(F.when(F.col(KEY).isNull(), one))).alias(f"{prefix}null_key_rows"),
         F.coalesce(F.sum(only(F.col(RECORD_BYTES))), F.lit(0)).cast("bigint").alias(f"{prefix}clean_bytes"),
-        F.min(only(F.col(DELETE_HORIZON))).alias(f"{prefix}min_tombstone_delete_horizon"),
-        F.min(only(F.unix_millis(F.col(TIMESTAMP)))).alias(f"{prefix}min_timestamp_ms"),
     ]
+    if minimums:
+        columns += [F.min(only(F.col(DELETE_HORIZON))).alias(f"{prefix}min_tombstone_delete_horizon"),
+                    F.min(only(F.unix_millis(F.col(TIMESTAMP)))).alias(f"{prefix}min_timestamp_ms")]
+    return columns
 
 
 def range_stats_columns() -> list[Column]:
-    """Aggregates describing the raw records read (for the run's statistics)."""
+    """Aggregates describing the raw records read: how many (a density check) and how many tombstones.
+
+    Their bytes are known from metadata (cumulative logical bytes), so no per-row size is computed here.
+    """
     return [
         F.count(F.lit(1)).alias("records"),
         F.count(F.when(is_tombstone(), F.lit(1))).alias("tombstones"),
-        F.coalesce(F.sum(record_bytes()), F.lit(0)).cast("bigint").alias("bytes"),
     ]

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import write_manifest_list
+from pyiceberg.manifest import ManifestFile, write_manifest_list
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import SnapshotRefType
@@ -54,12 +54,20 @@ class RefMove:
     kind: SnapshotRefType = SnapshotRefType.BRANCH
 
 
-def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str]) -> Snapshot:
-    """A snapshot with the parent's content (same manifests, new manifest list) and extra summary properties."""
+def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str],
+                   extra: Callable[[int], Sequence[ManifestFile]] | None = None,
+                   counters: Mapping[str, str] | None = None) -> Snapshot:
+    """A snapshot with the parent's content and extra summary properties.
+
+    ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
+    commit adds the run's position deletes this way), with their summary ``counters``.
+    """
     metadata = table.metadata
     snapshot_id = metadata.new_snapshot_id()
     sequence_number = metadata.next_sequence_number()
-    manifests = parent.manifests(table.io) if parent is not None else []
+    manifests = list(parent.manifests(table.io)) if parent is not None else []
+    added = list(extra(snapshot_id)) if extra is not None else []
+    manifests.extend(added)
     location = table.location_provider().new_metadata_location(
         f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
     compression = metadata.properties.get("write.avro.compression-codec", "gzip")
@@ -72,8 +80,9 @@ def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[st
         avro_compression=compression,  # type: ignore[arg-type]
     ) as writer:
         writer.add_manifests(manifests)
+    operation = Operation.DELETE if added else Operation.APPEND
     summary = update_snapshot_summaries(
-        Summary(operation=Operation.APPEND, **dict(properties)),
+        Summary(operation=operation, **dict(counters or {}), **dict(properties)),
         previous_summary=parent.summary.additional_properties if parent is not None and parent.summary else None,
     )
     return Snapshot(
