@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyiceberg.expressions import And, BooleanExpression
+from pyiceberg.table import FileScanTask
 
 from compactor.catalog import first_line
 from compactor.clock import resolve_now_ms
@@ -190,24 +192,31 @@ class TopicReader:
             return self._compacted_table, self.cursor.snapshot_id
         return self._raw_table, self.raw_snapshot_id
 
-    def _segment_batches(self, segment: Segment, columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
+    def plan_segment(self, segment: Segment, columns: tuple[str, ...] | None = None,
+                     extra_filter: BooleanExpression | None = None) -> tuple[TaskReader, list[FileScanTask]]:
+        """The file tasks that can hold rows of ``segment`` (pruned by partition, offset and ``extra_filter``)."""
         table, snapshot_id = self._table_for(segment)
         if snapshot_id is None:
-            return
+            return TaskReader(self._raw_table, []), []
         row_filter = partition_range(segment.partition, segment.lo, segment.hi)
+        if extra_filter is not None:
+            row_filter = And(row_filter, extra_filter)
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=columns or ("*",))
+        tasks = list(scan.plan_files())
+        return TaskReader(table, tasks, row_filter, scan.projection()), tasks
+
+    def segment_batches(self, segment: Segment, columns: tuple[str, ...] | None = None,
+                        extra_filter: BooleanExpression | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows of ``segment`` (optionally only ``columns``, and only rows matching ``extra_filter``),
+        in offset order."""
+        _, snapshot_id = self._table_for(segment)
         what = f"{'compacted' if segment.compacted else 'raw'} snapshot {snapshot_id} of {self.name}"
         try:
-            scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id,
-                              selected_fields=columns or ("*",))
-            tasks = list(scan.plan_files())
-            projected = scan.projection()
-            reader = TaskReader(table, tasks, row_filter, projected)
+            reader, tasks = self.plan_segment(segment, columns, extra_filter)
             yield from ordered_batches(reader, tasks)
         except (OSError, ValueError) as exc:
             if _is_missing_file(exc):
-                if segment.compacted:
-                    raise SnapshotExpiredError(f"{what} is no longer readable (expired?): {first_line(exc)}") from exc
-                raise SnapshotExpiredError(f"{what} has expired: {first_line(exc)}") from exc
+                raise SnapshotExpiredError(f"{what} is no longer readable (expired?): {first_line(exc)}") from exc
             raise
 
     def _offset_for_timestamp(self, partition: int, timestamp_ms: int, first: int, end: int) -> int:
@@ -238,7 +247,7 @@ class TopicReader:
         """Record batches in partition, offset order, in the topic's Arrow schema."""
         for partition in range(self.partitions):
             for segment in self.segments(partition):
-                for batch in self._segment_batches(segment):
+                for batch in self.segment_batches(segment):
                     yield _to_topic_schema(batch)
 
     def to_arrow(self) -> pa.Table:
