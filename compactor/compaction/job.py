@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -140,6 +141,7 @@ class _Plan:
     purge_expired: bool
     purge_keyless: bool
     rewrite: str | None
+    trim_before_ms: int | None = None  # delete,compact retention: remove view rows older than this
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
@@ -154,13 +156,17 @@ class TwoPhaseCompactor:
     """Compacts one topic; see the module docstring for the algorithm."""
 
     def __init__(self, lake: Lake, topic: str | TopicName, *, now_ms: int | None = None, if_due: bool = False,
-                 max_attempts: int = 3, listener: Listener | None = None, force_rewrite: bool = False) -> None:
+                 max_attempts: int = 3, listener: Listener | None = None, force_rewrite: bool = False,
+                 trim_before_ms: int | None = None) -> None:
         self.lake = lake
         self.name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         self.now_ms = resolve_now_ms(now_ms)
         self.if_due = if_due
         self.max_attempts = max_attempts
         self.force_rewrite = force_rewrite
+        # Retention under delete,compact: a run that only removes compacted rows with timestamp < this, and
+        # publishes a new cursor with the same horizons (SEMANTICS section 4).
+        self.trim_before_ms = trim_before_ms
         self.progress = Progress("compact", str(self.name), listener=listener)
 
     # --- the run -------------------------------------------------------------------------------------
@@ -244,7 +250,7 @@ class TwoPhaseCompactor:
         if cursor is not None and cursor.partitions != offsets.partitions:
             raise CursorCorruptError(f"cursor {cursor.snapshot_id} has {cursor.partitions} partitions; "
                                      f"{self.name} has {offsets.partitions}")
-        if self.if_due:
+        if self.if_due and self.trim_before_ms is None:
             assessment = assess(raw, offsets, topic.properties, settings, cursor, now)
             if not assessment.due:
                 return self._not_committed(raw, cursor, f"not due: {assessment.due_reason}")
@@ -252,22 +258,28 @@ class TwoPhaseCompactor:
             previous = [max(h, s) for h, s in zip(cursor.horizons, offsets.log_start_offsets, strict=True)]
         else:
             previous = list(offsets.log_start_offsets)
-        horizons = compute_horizons(raw, previous, offsets.next_offsets, now, settings.min_compaction_lag_ms)
+        if self.trim_before_ms is not None:
+            horizons = list(previous)  # a retention trim keeps the horizons
+        else:
+            horizons = compute_horizons(raw, previous, offsets.next_offsets, now, settings.min_compaction_lag_ms)
         view = cursor.view if cursor else ViewStats()
         purge_expired = (view.tombstones > 0 and view.min_tombstone_delete_horizon is not None
                          and view.min_tombstone_delete_horizon <= now)
         purge_keyless = not settings.retain_null_keys and view.null_key_rows > 0
+        trim = self.trim_before_ms
+        if trim is not None and (view.rows == 0 or view.min_timestamp_ms is None or view.min_timestamp_ms >= trim):
+            trim = None  # every compacted row is at least this new (the minimum is a lower bound)
         plan = _Plan(topic, settings, raw, offsets.next_offsets, offsets.logical_bytes, offsets.log_start_offsets,
                      view_table, cursor, previous, horizons, purge_expired, purge_keyless,
-                     self._rewrite_reason(cursor, offsets.partitions))
-        if not plan.ranges and not purge_expired and not purge_keyless:
+                     self._rewrite_reason(cursor, offsets.partitions), trim)
+        if not plan.ranges and not purge_expired and not purge_keyless and trim is None:
             return self._not_committed(raw, cursor, "nothing to compact: no horizon advances and no compacted row "
                                        "needs removing")
         self.progress.phase("plan", "pinned raw snapshot and cursor", raw_snapshot_id=raw.snapshot_id,
                             cursor=cursor.snapshot_id if cursor else None,
                             ranges={str(p): list(r) for p, r in plan.ranges.items()},
                             records=plan.records_in_range, expire_tombstones=purge_expired,
-                            drop_keyless=purge_keyless, rewrite=plan.rewrite)
+                            drop_keyless=purge_keyless, trim_before_ms=trim, rewrite=plan.rewrite)
         return plan
 
     def _rewrite_reason(self, cursor: Cursor | None, partitions: int) -> str | None:
@@ -343,7 +355,8 @@ class TwoPhaseCompactor:
             self.progress.phase("phase 2", f"rewriting the compacted view ({plan.rewrite})",
                                 records=plan.records_in_range)
             failpoints.hit("after-phase-1")
-            survivors_rows = phases.surviving_rows(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless)
+            survivors_rows = phases.surviving_rows(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless,
+                                                   trim_before_ms=plan.trim_before_ms)
             new_view = survivors_rows if kept_new is None else survivors_rows.unionByName(kept_new)
             (new_view.sortWithinPartitions(ts.PARTITION, ts.OFFSET)
              .observe(kept_obs, *phases.view_stats_columns("")).writeTo(stage_ident).overwrite(F.lit(True)))
@@ -366,7 +379,7 @@ class TwoPhaseCompactor:
                 self.progress.phase("phase 2", "finding compacted rows that this run removes (narrow columns)",
                                     records=plan.records_in_range)
                 classified = phases.classify_view(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless,
-                                                  with_positions=True)
+                                                  with_positions=True, trim_before_ms=plan.trim_before_ms)
                 view_obs = Observation(f"view_{run_id}")
                 write_position_deletes(
                     classified.where(F.col(phases.DOOMED))
@@ -392,7 +405,7 @@ class TwoPhaseCompactor:
 
             # The two passes are independent Spark jobs: run them side by side.
             needs_delete = view_at_c is not None and (winners is not None or plan.purge_expired
-                                                      or plan.purge_keyless)
+                                                      or plan.purge_keyless or plan.trim_before_ms is not None)
             with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
                 removing = pool.submit(delete_pass) if needs_delete else None
                 writing = pool.submit(write_pass) if kept_new is not None else None
@@ -402,6 +415,10 @@ class TwoPhaseCompactor:
                 if removing is not None:
                     doomed = removing.result()
                     survivors = _subtract(previous_view, doomed)
+                    if plan.trim_before_ms is not None and survivors.min_timestamp_ms is not None:
+                        # every surviving row is at least trim_before_ms: a tighter lower bound
+                        survivors = dataclasses.replace(
+                            survivors, min_timestamp_ms=max(survivors.min_timestamp_ms, plan.trim_before_ms))
                 if writing is not None:
                     kept_stats, range_stats = writing.result()
         failpoints.hit("after-write")

@@ -73,17 +73,20 @@ def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys
 
 
 def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
-                  with_positions: bool = False) -> DataFrame:
+                  with_positions: bool = False, trim_before_ms: int | None = None) -> DataFrame:
     """Mark each compacted row that this run removes (column ``DOOMED``), reading only narrow columns.
 
     Removed: rows whose key won again in the new range (a newer record or tombstone supersedes them),
     tombstones whose stored delete horizon has passed (``delete_horizon_ms <= now``), and keyless rows when
     the setting is now ``drop``. ``with_positions`` keeps Iceberg's ``_file`` and ``_pos`` columns, so the
-    marked rows can be written as position deletes by the same pass.
+    marked rows can be written as position deletes by the same pass. ``trim_before_ms`` (retention under
+    ``delete,compact``) also removes rows whose timestamp is older than it.
     """
     columns = [PARTITION, KEY, OFFSET, TIMESTAMP, DELETE_HORIZON, RECORD_BYTES]
     if with_positions:  # the incremental pass needs no offsets or timestamps: keep it as narrow as possible
         columns = [PARTITION, KEY, DELETE_HORIZON, RECORD_BYTES]
+        if trim_before_ms is not None:
+            columns.append(TIMESTAMP)
     if with_positions:  # Iceberg's metadata columns: the data file and row position, for position deletes
         columns += ["_file", "_pos"]
     narrow = view_rows.select(*columns)
@@ -95,13 +98,15 @@ def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: in
         superseded = F.lit(False)
     expired = F.col(DELETE_HORIZON).isNotNull() & (F.col(DELETE_HORIZON) <= F.lit(now_ms))
     doomed = superseded | expired
+    if trim_before_ms is not None:
+        doomed = doomed | (F.unix_millis(F.col(TIMESTAMP)) < F.lit(trim_before_ms))
     if drop_null_keys:
         doomed = doomed | F.col(KEY).isNull()
     return narrow.withColumn(DOOMED, doomed)
 
 
 def surviving_rows(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int,
-                   drop_null_keys: bool) -> DataFrame:
+                   drop_null_keys: bool, trim_before_ms: int | None = None) -> DataFrame:
     """Full compacted rows that this run keeps (the complement of ``classify_view``), for a rewrite."""
     rows = view_rows
     if winners is not None:
@@ -109,6 +114,8 @@ def surviving_rows(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: i
     keep = F.col(DELETE_HORIZON).isNull() | (F.col(DELETE_HORIZON) > F.lit(now_ms))
     if drop_null_keys:
         keep = keep & F.col(KEY).isNotNull()
+    if trim_before_ms is not None:
+        keep = keep & (F.unix_millis(F.col(TIMESTAMP)) >= F.lit(trim_before_ms))
     return rows.where(keep).select(*VIEW_COLUMNS)
 
 

@@ -130,6 +130,27 @@ class Topic:
                 self.refresh()
         raise CommitConflictError(f"could not change the settings of {self.name}: other writers kept committing")
 
+    def set_internal_properties(self, updates: Mapping[str, str], removals: Sequence[str] = ()) -> None:
+        """Set or remove the product's own (reserved) table properties, retrying on a racing commit."""
+        for attempt in range(10):
+            present = [k for k in removals if k in self.properties]
+            if not updates and not present:
+                return
+            try:
+                with translate_storage_errors(f"updating {self.name}"):
+                    tx = self.table.transaction()
+                    if updates:
+                        tx.set_properties(dict(updates))
+                    if present:
+                        tx.remove_properties(*present)
+                    tx.commit_transaction()
+                self.refresh()
+                return
+            except CommitFailedException:
+                time.sleep(0.05 * (attempt + 1))
+                self.refresh()
+        raise CommitConflictError(f"could not update {self.name}: other writers kept committing")
+
     def describe(self) -> dict[str, Any]:
         """Schema, settings, sizes, offsets and erasure bound (``topic describe``)."""
         settings = self.settings

@@ -1,0 +1,263 @@
+"""One retention pass over one topic (``compactor retention``): SEMANTICS section 4, in this order.
+
+1. **Raw prefix removal** (pyiceberg, no Spark): per partition, whole files from the front by
+   ``retention.ms`` and ``retention.bytes``, capped under ``compact`` below the horizon of every retained
+   cursor; the new log start offsets are committed with the removal (see ``retention.raw``).
+2. **Compacted trim** under ``delete,compact`` (a Spark job, only when the cursor's statistics say some
+   compacted row is older than ``retention.ms``): a compaction run that removes only those rows and publishes
+   a new cursor with the same horizons through the conditional cursor commit.
+3. **Policy off**: while the policy lacks ``compact``, compacted reads already return the raw view; once it has
+   lacked ``compact`` for ``compaction.cursor.retain-ms`` (recorded on the raw table when first seen), the
+   compacted table is dropped with its files.
+4. **Expiry** of both tables' snapshots, stale refs (tags of cursors no longer retained, staging branches of
+   runs that died), files only expired snapshots referenced, and orphans past ``compaction.orphan-min-age-ms``
+   (see ``retention.expiry``).
+
+Settings are read once, at the start. ``dry_run`` plans every step and changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.expressions import BooleanExpression, Or
+
+from compactor import failpoints
+from compactor.catalog import translate_storage_errors
+from compactor.clock import resolve_now_ms
+from compactor.compaction.cursor import STAGE_PREFIX, TAG_PREFIX, load_compacted, retained_cursors
+from compactor.compaction.horizons import RawSnapshotView
+from compactor.errors import CommitConflictError, TopicCorruptError
+from compactor.expressions import partition_range
+from compactor.progress import Progress
+from compactor.retention.expiry import ExpiryResult, expire_table
+from compactor.retention.raw import PartitionPlan, new_properties, plan_partition
+from compactor.retention.result import RetentionResult
+from compactor.storage import delete_prefix
+from compactor.topics import schema as ts
+from compactor.topics.naming import TopicName
+from compactor.topics.settings import TopicSettings
+from compactor.topics.state import offsets_to_dict
+from compactor.topics.topic import Topic
+
+if TYPE_CHECKING:
+    from compactor.lake import Lake
+
+log = logging.getLogger("compactor.retention")
+
+COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
+SUMMARY_OPERATION = "compactor.operation"
+SUMMARY_NOW = "compactor.now-ms"
+RAW_ATTEMPTS = 20
+
+
+def run_retention(lake: Lake, name: str | TopicName, *, now_ms: int | None = None,
+                  dry_run: bool = False) -> RetentionResult:
+    """Apply ``name``'s cleanup policy at ``now_ms`` and expire snapshots; report what was removed."""
+    return RetentionPass(lake, name, now_ms=now_ms, dry_run=dry_run).run()
+
+
+class RetentionPass:
+    """One retention pass (see the module docstring)."""
+
+    def __init__(self, lake: Lake, name: str | TopicName, *, now_ms: int | None = None,
+                 dry_run: bool = False) -> None:
+        self.lake = lake
+        self.name = name if isinstance(name, TopicName) else TopicName.parse(name)
+        self.now = resolve_now_ms(now_ms)
+        self.dry_run = dry_run
+        self.progress = Progress("retention", str(self.name))
+
+    def run(self) -> RetentionResult:
+        topic = self.lake.topic(self.name)
+        settings = topic.settings  # read once
+        result = RetentionResult(topic=str(self.name), dry_run=self.dry_run, now_ms=self.now)
+        state = load_compacted(self.lake.catalog, self.name)
+        retained = (retained_cursors(state, self.now, settings.cursor_retain_ms)
+                    if state is not None and state.cursor is not None else [])
+        detail: dict[str, Any] = {"policy": settings.policy_text,
+                                  "retained_cursors": [c.snapshot_id for c in retained]}
+
+        plans = self._raw(topic, settings, retained)
+        removed = [p for p in plans if p.files]
+        result.removed_records = sum(p.records for p in removed)
+        result.removed_files = sum(len(p.files) for p in removed)
+        result.removed_bytes = sum(p.size_bytes for p in removed)
+        topic.refresh()
+        result.log_start_offsets = offsets_to_dict(
+            [p.new_log_start for p in plans] if self.dry_run else topic.offsets().log_start_offsets)
+        detail["raw"] = {str(p.partition): {"files": len(p.files), "records": p.records, "bytes": p.size_bytes,
+                                            "log_start": p.log_start, "new_log_start": p.new_log_start,
+                                            "reason": p.reason} for p in removed}
+        self.progress.phase("raw", "removed a prefix of raw files", records=result.removed_records,
+                            files=result.removed_files, bytes=result.removed_bytes)
+        failpoints.hit("retention-after-delete")
+
+        detail["compacted_trim"] = self._trim(settings, state)
+        if detail["compacted_trim"].get("committed"):
+            result.removed_records += int(detail["compacted_trim"].get("rows_removed", 0))
+        detail["policy_off"] = self._policy_off(topic, settings, state)
+
+        failpoints.hit("retention-before-expire")
+        raw_expiry = self._expire_raw(topic, settings)
+        view_expiry = self._expire_compacted(settings)
+        result.expired_snapshots = len(raw_expiry.expired_snapshots) + len(view_expiry.expired_snapshots)
+        detail["expiry"] = {"raw": _expiry_json(raw_expiry), "compacted": _expiry_json(view_expiry)}
+        detail["deleted_files"] = sum(e.deleted_files + e.orphan_files for e in (raw_expiry, view_expiry))
+        detail["deleted_bytes"] = sum(e.deleted_bytes + e.orphan_bytes for e in (raw_expiry, view_expiry))
+        detail["duration_ms"] = self.progress.elapsed_ms()
+        result.detail = detail
+        self.progress.summary(
+            f"{'would remove' if self.dry_run else 'removed'} {result.removed_records} records in "
+            f"{result.removed_files} raw files, expired {result.expired_snapshots} snapshots, "
+            f"deleted {detail['deleted_files']} files", removed_records=result.removed_records,
+            removed_files=result.removed_files, removed_bytes=result.removed_bytes,
+            expired_snapshots=result.expired_snapshots)
+        return result
+
+    # --- 1. raw prefix removal ------------------------------------------------------------------------
+
+    def _raw(self, topic: Topic, settings: TopicSettings, retained: list[Any]) -> list[PartitionPlan]:
+        for attempt in range(1, RAW_ATTEMPTS + 1):
+            if attempt > 1:
+                time.sleep(min(0.5, 0.01 * 2 ** attempt))
+                topic.refresh()
+            offsets = topic.offsets()
+            snapshot = topic.snapshot
+            partitions = offsets.partitions
+            caps: list[int | None] = [None] * partitions
+            if settings.compacts:
+                # never at or above the horizon of a retained cursor; no cursor yet: nothing is compacted
+                caps = [min((c.horizons[p] for c in retained if c.partitions == partitions),
+                            default=offsets.log_start_offsets[p]) for p in range(partitions)]
+            files: dict[int, list[Any]] = defaultdict(list)
+            for raw_file in topic.raw_files(snapshot.snapshot_id if snapshot else None):
+                files[raw_file.partition].append(raw_file)
+            plans = [plan_partition(p, files[p], offsets.log_start_offsets[p], offsets.next_offsets[p], settings,
+                                    self.now, caps[p]) for p in range(partitions)]
+            if self.dry_run or not any(p.files for p in plans):
+                return plans
+            raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
+            properties = new_properties(raw, plans, topic.properties, offsets.log_start_offsets)
+            terms: list[BooleanExpression] = [partition_range(p.partition, 0, p.new_log_start) for p in plans
+                                              if p.files]
+            predicate = terms[0] if len(terms) == 1 else Or(*terms)
+            try:
+                with translate_storage_errors(f"applying retention to {self.name}"):
+                    tx = topic.table.transaction()
+                    tx.set_properties(properties)
+                    delete = tx.update_snapshot(snapshot_properties={
+                        SUMMARY_OPERATION: "retention", SUMMARY_NOW: str(self.now)}).delete()
+                    delete.delete_by_predicate(predicate)
+                    if delete.rewrites_needed:
+                        raise TopicCorruptError(f"{self.name}: a raw file straddles the new log start; raw files "
+                                                "must hold contiguous offset ranges. Nothing was removed")
+                    delete.commit()
+                    tx.commit_transaction()
+            except CommitFailedException:
+                continue  # a producer (or another retention) committed first: plan again on the new head
+            topic.refresh()
+            return plans
+        raise CommitConflictError(f"retention of {self.name} lost the race with other writers {RAW_ATTEMPTS} "
+                                  "times; nothing was removed. Try again later")
+
+    # --- 2. compacted trim under delete,compact ----------------------------------------------------------
+
+    def _trim(self, settings: TopicSettings, state: Any) -> dict[str, Any]:
+        if not (settings.compacts and settings.deletes and settings.retention_ms >= 0):
+            return {"applies": False}
+        if state is None or state.cursor is None:
+            return {"applies": True, "committed": False, "reason": "no compacted view yet"}
+        limit = self.now - settings.retention_ms
+        view = state.cursor.view
+        if view.rows == 0 or view.min_timestamp_ms is None or view.min_timestamp_ms >= limit:
+            return {"applies": True, "committed": False, "trim_before_ms": limit,
+                    "reason": "no compacted row is older than retention.ms"}
+        if self.dry_run:
+            return {"applies": True, "committed": False, "trim_before_ms": limit,
+                    "reason": "dry run: compacted rows older than retention.ms may exist (a run would remove them)"}
+        from compactor.compaction.job import TwoPhaseCompactor
+
+        outcome = TwoPhaseCompactor(self.lake, self.name, now_ms=self.now, trim_before_ms=limit).run()
+        stats = outcome.stats or {}
+        return {"applies": True, "committed": outcome.committed, "trim_before_ms": limit,
+                "compacted_snapshot_id": outcome.compacted_snapshot_id,
+                "rows_removed": int(stats.get("rows_deleted_from_view", 0) or 0), "reason": outcome.reason}
+
+    # --- 3. compacted data of a topic whose policy lacks compact -----------------------------------------
+
+    def _policy_off(self, topic: Topic, settings: TopicSettings, state: Any) -> dict[str, Any]:
+        since_text = topic.properties.get(COMPACT_OFF_SINCE_PROPERTY)
+        if settings.compacts:
+            if since_text is not None and not self.dry_run:
+                topic.set_internal_properties({}, [COMPACT_OFF_SINCE_PROPERTY])
+            return {"applies": False}
+        if state is None:
+            return {"applies": True, "dropped": False, "reason": "no compacted view"}
+        if since_text is None:
+            if not self.dry_run:
+                topic.set_internal_properties({COMPACT_OFF_SINCE_PROPERTY: str(self.now)}, [])
+            return {"applies": True, "dropped": False, "policy_off_since_ms": self.now}
+        since = int(since_text)
+        if self.now - since < settings.cursor_retain_ms:
+            return {"applies": True, "dropped": False, "policy_off_since_ms": since,
+                    "drop_at_ms": since + settings.cursor_retain_ms}
+        if self.dry_run:
+            return {"applies": True, "dropped": False, "policy_off_since_ms": since, "would_drop": True}
+        location = state.table.metadata.location
+        with translate_storage_errors(f"dropping the compacted view of {self.name}"):
+            with contextlib.suppress(NoSuchTableError):
+                self.lake.catalog.drop_table(self.name.compacted_identifier)
+            files = delete_prefix(self.lake.config, location)
+        topic.set_internal_properties({}, [COMPACT_OFF_SINCE_PROPERTY, ts.CURSOR_MIRROR_PROPERTY])
+        return {"applies": True, "dropped": True, "policy_off_since_ms": since, "deleted_files": files}
+
+    # --- 4. expiry -------------------------------------------------------------------------------------------
+
+    def _expire_raw(self, topic: Topic, settings: TopicSettings) -> ExpiryResult:
+        topic.refresh()
+        return expire_table(self.lake.catalog, self.lake.config, topic.table, now_ms=self.now,
+                            max_age_ms=settings.expire_max_snapshot_age_ms,
+                            min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
+                            orphan_min_age_ms=settings.orphan_min_age_ms, dry_run=self.dry_run)
+
+    def _expire_compacted(self, settings: TopicSettings) -> ExpiryResult:
+        state = load_compacted(self.lake.catalog, self.name)
+        if state is None:
+            return ExpiryResult()
+        retained = retained_cursors(state, self.now, settings.cursor_retain_ms) if state.cursor else []
+        keep = {c.snapshot_id for c in retained}
+        stale: list[str] = []
+        for ref in state.table.metadata.refs:
+            if ref.startswith(TAG_PREFIX):
+                try:
+                    if int(ref[len(TAG_PREFIX):]) not in keep:
+                        stale.append(ref)
+                except ValueError:
+                    continue
+            elif ref.startswith(STAGE_PREFIX):
+                started = _stage_clock(ref)
+                if started is not None and started + settings.orphan_min_age_ms < self.now:
+                    stale.append(ref)
+        return expire_table(self.lake.catalog, self.lake.config, state.table, now_ms=self.now,
+                            max_age_ms=settings.expire_max_snapshot_age_ms,
+                            min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
+                            orphan_min_age_ms=settings.orphan_min_age_ms, protected=keep, stale_refs=stale,
+                            dry_run=self.dry_run)
+
+
+def _stage_clock(ref: str) -> int | None:
+    """The run clock a staging branch's name records (``compactor-run-<now>-<id>``)."""
+    text = ref[len(STAGE_PREFIX):].split("-", 1)[0]
+    return int(text) if text.isdigit() else None
+
+
+def _expiry_json(e: ExpiryResult) -> dict[str, Any]:
+    return {"expired_snapshots": e.expired_snapshots, "removed_refs": e.removed_refs,
+            "deleted_files": e.deleted_files, "deleted_bytes": e.deleted_bytes,
+            "orphan_files": e.orphan_files, "orphan_bytes": e.orphan_bytes}
