@@ -168,3 +168,25 @@ def _register_compact(verbs: Any) -> None:
 
 
 EXTRA_VERBS.append(_register_compact)
+
+
+# --- retention ---------------------------------------------------------------------------------------------
+
+
+def retention(args: argparse.Namespace) -> int:
+    from compactor.retention import run_retention
+
+    result = run_retention(lake_of(args), args.name, now_ms=args.now_ms, dry_run=args.dry_run)
+    emit(result.as_json())
+    return 0
+
+
+def _register_retention(verbs: Any) -> None:
+    parser = verbs.add_parser("retention", help="apply the topic's cleanup.policy and expire snapshots")
+    parser.add_argument("name")
+    parser.add_argument("--now-ms", type=int, help="override the clock (milliseconds since the epoch)")
+    parser.add_argument("--dry-run", action="store_true", help="report what would be removed; change nothing")
+    parser.set_defaults(handler=retention)
+
+
+EXTRA_VERBS.append(_register_retention)
