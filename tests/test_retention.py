@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from compactor.compaction.job import compact_topic
-from compactor.errors import SnapshotExpiredError
+from compactor.errors import OffsetOutOfRangeError, SnapshotExpiredError
 from compactor.lake import Lake
 from compactor.retention import run_retention
 from compactor.topics.producer import produce
@@ -68,6 +68,10 @@ def test_delete_removes_whole_old_files_and_never_a_record_newer_than_the_limit(
     for p, lso in ((0, 5), (1, 2)):
         assert offsets([r for r in after if r.partition == p]) == list(range(lso, lake.topic("d.t").offsets()
                                                                                 .next_offsets[p]))
+    # a start below the log start is out of range unless the caller chose a reset policy
+    with pytest.raises(OffsetOutOfRangeError, match=r"\[5, 9\)"):
+        raw(lake, "d.t", start={0: 2})
+    assert offsets(raw(lake, "d.t", start={0: 2}, reset="earliest"))[:2] == [5, 6]
     # a second pass at the same clock removes nothing; LSO never decreases
     again = run_retention(lake, "d.t", now_ms=now).as_json()
     assert again["removed_records"] == 0 and again["log_start_offsets"] == {"0": 5, "1": 2}
