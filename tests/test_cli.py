@@ -118,7 +118,7 @@ def test_environment_selects_the_warehouse(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_non_spark_verbs_never_start_a_jvm(tmp_path: Path) -> None:
-    """topic, produce, read (and their imports) must not load pyspark or launch Java."""
+    """topic, produce, read, status and retention under delete (and their imports) must not load pyspark."""
     script = f"""
 import sys, io
 from compactor.cli.main import main
@@ -130,6 +130,9 @@ assert main(["--warehouse", wh, "read", "a.t", "--raw"]) == 0
 assert main(["--warehouse", wh, "read", "a.t", "--compacted"]) == 0
 assert main(["--warehouse", wh, "topic", "list"]) == 0
 assert main(["--warehouse", wh, "topic", "describe", "a.t"]) == 0
+assert main(["--warehouse", wh, "status", "a.t", "--json"]) == 0
+assert main(["--warehouse", wh, "status", "a.t"]) == 0
+assert main(["--warehouse", wh, "retention", "a.t"]) == 0
 assert "pyspark" not in sys.modules, "pyspark was imported"
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}

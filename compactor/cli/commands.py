@@ -190,3 +190,62 @@ def _register_retention(verbs: Any) -> None:
 
 
 EXTRA_VERBS.append(_register_retention)
+
+
+# --- status and the cleaner ----------------------------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    from compactor.status import render_text, topic_status
+
+    result = topic_status(lake_of(args), args.name, now_ms=args.now_ms)
+    if args.json:
+        emit(result)
+    else:
+        print(render_text(result))
+    return 0
+
+
+def _register_status(verbs: Any) -> None:
+    parser = verbs.add_parser("status", help="cursor, offsets, dirty ratio, lag and whether compaction is due")
+    parser.add_argument("name")
+    parser.add_argument("--json", action="store_true", help="print JSON (the interface's fields)")
+    parser.add_argument("--now-ms", type=int, help="override the clock (milliseconds since the epoch)")
+    parser.set_defaults(handler=status)
+
+
+def clean(args: argparse.Namespace) -> int:
+    from compactor.cleaner import Cleaner, PassResult, stop_on_signals
+
+    cleaner = Cleaner(lake_of(args), backoff_s=args.backoff)
+    failed: list[str] = []
+
+    def report(result: PassResult) -> None:
+        failed.extend(result.failed)
+        print(json.dumps(result.as_json(), default=str, separators=(",", ":")), flush=True)
+
+    with stop_on_signals(cleaner):
+        if args.interval is not None:
+            if args.interval <= 0:
+                raise UsageError("--interval must be a positive number of seconds")
+            cleaner.run_forever(args.interval, report, now_ms=args.now_ms)
+            return 0
+        report(cleaner.run_once(args.now_ms))
+    return 1 if failed else 0
+
+
+def _register_clean(verbs: Any) -> None:
+    parser = verbs.add_parser(
+        "clean", help="the cleaner: compact due topics filthiest first, then apply retention to every topic",
+        description="Without --interval, one pass (--once): exits 1 if any topic failed. With --interval, "
+                    "passes until SIGTERM/SIGINT (finishing the current step), exit 0.")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="one pass over every topic (the default)")
+    mode.add_argument("--interval", type=float, metavar="S", help="a pass every S seconds until stopped")
+    parser.add_argument("--backoff", type=float, default=300.0, metavar="S",
+                        help="skip a failed topic for S seconds (default 300)")
+    parser.add_argument("--now-ms", type=int, help="override the clock (milliseconds since the epoch)")
+    parser.set_defaults(handler=clean)
+
+
+EXTRA_VERBS.extend([_register_status, _register_clean])

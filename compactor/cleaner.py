@@ -1,0 +1,196 @@
+"""The cleaner (Kafka's log cleaner, over every topic): compact the due topics filthiest first, then apply
+retention to every topic; one topic's failure never stops the others.
+
+One pass:
+
+1. assess every topic (metadata only, ``status.assess_topic``);
+2. compact the due ones in order of dirty ratio, highest first (ties: more dirty bytes first, then name);
+3. run retention on every topic (retention applies whether a topic compacts or not);
+4. report the pass (JSON) and log metric lines (``compactor.metrics``).
+
+A topic whose step fails is logged (``event=topic-failed``), reported in the pass, and skipped by later
+passes for ``backoff_s`` (Kafka marks such partitions uncleanable); the other topics go on. A stop request
+(SIGTERM or SIGINT under ``run_forever``) is honoured between steps: the step in progress finishes (a
+compaction is never abandoned half-published), then the cleaner returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compactor import metrics
+from compactor.catalog import first_line
+from compactor.clock import resolve_now_ms
+
+if TYPE_CHECKING:
+    from compactor.lake import Lake
+
+log = logging.getLogger("compactor.cleaner")
+
+CompactFn = Callable[["Lake", str, int], dict[str, Any]]
+RetainFn = Callable[["Lake", str, int], dict[str, Any]]
+
+
+def _compact(lake: Lake, name: str, now_ms: int) -> dict[str, Any]:
+    from compactor.compaction.job import TwoPhaseCompactor
+
+    return TwoPhaseCompactor(lake, name, now_ms=now_ms).run().as_json()
+
+
+def _retain(lake: Lake, name: str, now_ms: int) -> dict[str, Any]:
+    from compactor.retention import run_retention
+
+    return run_retention(lake, name, now_ms=now_ms).as_json()
+
+
+@dataclass
+class TopicOutcome:
+    """What one pass did to one topic."""
+
+    topic: str
+    dirty_ratio: float | None = None
+    due: bool | None = None
+    due_reason: str = ""
+    compaction: dict[str, Any] | None = None
+    retention: dict[str, Any] | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
+    skipped: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PassResult:
+    """One cleaner pass over every topic."""
+
+    now_ms: int
+    compaction_order: list[str] = field(default_factory=list)
+    topics: dict[str, TopicOutcome] = field(default_factory=dict)
+    duration_ms: int = 0
+    stopped: bool = False
+
+    @property
+    def failed(self) -> list[str]:
+        return sorted(name for name, outcome in self.topics.items() if outcome.errors)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"now_ms": self.now_ms, "compaction_order": self.compaction_order, "failed": self.failed,
+                "stopped": self.stopped, "duration_ms": self.duration_ms,
+                "topics": {name: o.as_json() for name, o in sorted(self.topics.items())}}
+
+
+class Cleaner:
+    """Runs cleaner passes over every topic of a lake (see the module docstring)."""
+
+    def __init__(self, lake: Lake, *, backoff_s: float = 300.0, compact: CompactFn = _compact,
+                 retain: RetainFn = _retain) -> None:
+        self.lake = lake
+        self.backoff_s = backoff_s
+        self._compact = compact
+        self._retain = retain
+        self.uncleanable: dict[str, tuple[float, str]] = {}  # topic -> (retry after, monotonic; error)
+        self.stop_requested = threading.Event()
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def _fail(self, outcome: TopicOutcome, step: str, exc: BaseException) -> None:
+        message = f"{type(exc).__name__}: {first_line(exc)}"
+        outcome.errors.append({"step": step, "error": message})
+        self.uncleanable[outcome.topic] = (time.monotonic() + self.backoff_s, message)
+        metrics.emit("topic-failed", outcome.topic, step=step, error=message, backoff_s=self.backoff_s)
+        log.warning("cleaner: %s of %s failed (skipped for %.0fs): %s", step, outcome.topic, self.backoff_s, message)
+
+    def run_once(self, now_ms: int | None = None) -> PassResult:
+        """One pass at ``now_ms`` (default: the clock)."""
+        from compactor.status import assess_topic
+
+        started = time.monotonic()
+        now = resolve_now_ms(now_ms)
+        result = PassResult(now_ms=now)
+        names = self.lake.list_topics()
+        ranked: list[tuple[float, int, str]] = []
+        for name in names:
+            outcome = result.topics.setdefault(name, TopicOutcome(name))
+            held = self.uncleanable.get(name)
+            if held is not None and held[0] > time.monotonic():
+                outcome.skipped = f"uncleanable until its back-off ends (last error: {held[1]})"
+                continue
+            self.uncleanable.pop(name, None)
+            try:
+                assessment, _, _ = assess_topic(self.lake, name, now)
+            except Exception as exc:  # one topic's failure never stops the others
+                self._fail(outcome, "assess", exc)
+                continue
+            outcome.dirty_ratio, outcome.due, outcome.due_reason = (assessment.dirty_ratio, assessment.due,
+                                                                    assessment.due_reason)
+            if assessment.due:
+                ranked.append((-assessment.dirty_ratio, -assessment.dirty_bytes, name))
+        for _, _, name in sorted(ranked):  # filthiest first
+            if self.stop_requested.is_set():
+                result.stopped = True
+                break
+            outcome = result.topics[name]
+            result.compaction_order.append(name)
+            try:
+                outcome.compaction = self._compact(self.lake, name, now)
+                metrics.emit("compaction", name, committed=outcome.compaction.get("committed"),
+                             dirty_ratio=outcome.dirty_ratio,
+                             **metrics.compaction_metrics(outcome.compaction.get("stats") or {}))
+            except Exception as exc:
+                self._fail(outcome, "compact", exc)
+        for name in names:
+            outcome = result.topics[name]
+            if self.stop_requested.is_set():
+                result.stopped = True
+                break
+            if outcome.skipped or any(e["step"] == "assess" for e in outcome.errors):
+                continue
+            try:
+                outcome.retention = self._retain(self.lake, name, now)
+                metrics.emit("retention", name, **{k: outcome.retention.get(k) for k in (
+                    "removed_records", "removed_files", "removed_bytes", "expired_snapshots")})
+            except Exception as exc:
+                self._fail(outcome, "retention", exc)
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        metrics.emit("cleaner-pass", None, topics=len(names), compacted=len(result.compaction_order),
+                     failed=len(result.failed), duration_ms=result.duration_ms, stopped=result.stopped)
+        return result
+
+    def run_forever(self, interval_s: float, on_pass: Callable[[PassResult], None] | None = None,
+                    now_ms: int | None = None) -> int:
+        """Pass after pass, ``interval_s`` apart, until a stop is requested; returns the number of passes."""
+        passes = 0
+        while not self.stop_requested.is_set():
+            result = self.run_once(now_ms)
+            passes += 1
+            if on_pass is not None:
+                on_pass(result)
+            self.stop_requested.wait(interval_s)
+        return passes
+
+
+@contextmanager
+def stop_on_signals(cleaner: Cleaner) -> Iterator[None]:
+    """Turn SIGTERM and SIGINT into a clean stop request while the block runs (main thread only)."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(signum: int, frame: Any) -> None:
+        log.info("cleaner: signal %s received; stopping after the current step", signum)
+        cleaner.request_stop()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,98 @@
+"""``compactor status``: where a topic's compaction stands and whether it is due, from metadata only.
+
+Kafka's cleaner rules (SEMANTICS section 4 "Triggers", ``compaction.triggers.assess``): dirty bytes are the
+logical bytes of the cleanable raw offsets ``[H_p(C), H'_p)``, clean bytes the compacted view's; a topic is
+due iff dirty > 0 and the dirty ratio exceeds ``min.cleanable.dirty.ratio`` or its oldest cleanable record is
+older than ``max.compaction.lag.ms``. Everything comes from Iceberg metadata (table properties, cursor
+summaries, file statistics), reading at most the narrow columns of files that straddle a boundary. No JVM.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from compactor.clock import resolve_now_ms
+from compactor.compaction.cursor import Cursor, load_compacted, retained_cursors
+from compactor.compaction.horizons import RawSnapshotView
+from compactor.compaction.triggers import Assessment, assess
+from compactor.metrics import compaction_metrics
+from compactor.topics.naming import TopicName
+from compactor.topics.state import offsets_to_dict
+
+if TYPE_CHECKING:
+    from compactor.lake import Lake
+
+
+def assess_topic(lake: Lake, name: str | TopicName, now_ms: int | None = None) -> tuple[Assessment, Cursor | None,
+                                                                                     list[Cursor]]:
+    """Kafka's trigger rules for one topic at ``now_ms``, with its current and retained cursors."""
+    topic = lake.topic(name)
+    now = resolve_now_ms(now_ms)
+    settings = topic.settings
+    state = load_compacted(lake.catalog, topic.name)  # cursor first, then the raw snapshot (as readers do)
+    topic.refresh()
+    offsets = topic.offsets()
+    snapshot = topic.snapshot
+    raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
+    cursor = state.cursor if state is not None and settings.compacts else None
+    if cursor is not None and cursor.partitions != offsets.partitions:
+        cursor = None
+    retained = retained_cursors(state, now, settings.cursor_retain_ms) if state is not None and state.cursor else []
+    return assess(raw, offsets, topic.properties, settings, cursor, now), cursor, retained
+
+
+def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -> dict[str, Any]:
+    """Everything ``compactor status --json`` prints (INTERFACE.md fields plus detail)."""
+    now = resolve_now_ms(now_ms)
+    assessment, cursor, retained = assess_topic(lake, name, now)
+    topic = lake.topic(name)
+    settings = topic.settings
+    offsets = topic.offsets()
+    oldest = assessment.min_cleanable_timestamp_ms
+    last_run = cursor.stats if cursor is not None else {}
+    return {
+        "topic": str(topic.name),
+        "now_ms": now,
+        "policy": settings.policy_text,
+        "next_offsets": offsets_to_dict(offsets.next_offsets),
+        "log_start_offsets": offsets_to_dict(offsets.log_start_offsets),
+        "horizons": offsets_to_dict(assessment.horizons),
+        "next_horizons": offsets_to_dict(assessment.next_horizons),
+        "cursor": cursor.as_json() if cursor is not None else None,
+        "retained_cursors": [c.snapshot_id for c in retained],
+        "clean_bytes": assessment.clean_bytes,
+        "dirty_bytes": assessment.dirty_bytes,
+        "dirty_ratio": assessment.dirty_ratio,
+        "cleanable_records": assessment.cleanable_records,
+        "oldest_dirty_timestamp_ms": oldest,
+        "oldest_dirty_age_ms": now - oldest if oldest is not None else None,
+        # Kafka's max-compaction-delay: how far past max.compaction.lag.ms the oldest dirty record is
+        "max_compaction_delay_ms": (max(0, now - oldest - settings.max_compaction_lag_ms)
+                                    if oldest is not None else 0),
+        "compaction_lag_ms": now - cursor.now_ms if cursor is not None else None,
+        "due": assessment.due,
+        "due_reason": assessment.due_reason,
+        "per_partition": assessment.per_partition,
+        "settings": settings.as_kafka_dict(),
+        "metrics": {"last_compaction": compaction_metrics(last_run), "last_run_time_ms":
+                    cursor.now_ms if cursor is not None else None,
+                    "dirty_ratio": assessment.dirty_ratio},
+    }
+
+
+def render_text(status: dict[str, Any]) -> str:
+    """A few human lines for ``compactor status`` without ``--json``."""
+    cursor = status["cursor"]
+    lines = [
+        f"topic {status['topic']}  policy {status['policy']}",
+        f"  offsets   next {status['next_offsets']}  log start {status['log_start_offsets']}",
+        f"  cursor    {cursor['compacted_snapshot_id'] if cursor else 'none (never compacted)'}"
+        f"  horizons {status['horizons']}  retained {status['retained_cursors']}",
+        f"  dirty     {status['dirty_bytes']} bytes of {status['cleanable_records']} records; clean "
+        f"{status['clean_bytes']} bytes; ratio {status['dirty_ratio']:.4f}",
+        f"  due       {'yes' if status['due'] else 'no'}: {status['due_reason']}",
+    ]
+    if status["oldest_dirty_age_ms"] is not None:
+        lines.append(f"  oldest dirty record is {status['oldest_dirty_age_ms']} ms old; max compaction delay "
+                     f"{status['max_compaction_delay_ms']} ms")
+    return "\n".join(lines)

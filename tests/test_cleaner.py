@@ -1,0 +1,144 @@
+"""The cleaner: due topics compacted filthiest first, retention on every topic, failures isolated and backed
+off, clean shutdown on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from compactor.cleaner import Cleaner
+from compactor.compaction.job import compact_topic
+from compactor.lake import Lake
+from compactor.topics import schema as ts
+from compactor.topics.producer import produce
+from compactor.topics.records import ProducerRecord
+from tests.helpers import current_cursor, raw
+
+HOUR = 3_600_000
+T0 = 60 * 24 * HOUR
+
+
+def records(n: int, prefix: str, stamp: int = T0) -> list[ProducerRecord]:
+    return [ProducerRecord(f"{prefix}{i}".encode(), b"v" * 10, timestamp_ms=stamp) for i in range(n)]
+
+
+@pytest.mark.spark
+def test_due_topics_are_compacted_filthiest_first_and_retention_runs_everywhere(spark: SparkSession,
+                                                                                lake: Lake) -> None:
+    for name in ("x.low", "x.mid", "x.new"):
+        lake.create_topic(name, config={"cleanup.policy": "compact"})
+    lake.create_topic("x.del", config={"cleanup.policy": "delete", "retention.ms": str(HOUR)})
+    for name in ("x.low", "x.mid"):
+        produce(lake.topic(name), records(10, "k"), now_ms=T0)
+        compact_topic(lake, name, now_ms=T0)
+    produce(lake.topic("x.low"), records(2, "n"), now_ms=T0)    # ratio 24/144: not due
+    produce(lake.topic("x.mid"), records(20, "n"), now_ms=T0)   # ratio 240/360: due
+    produce(lake.topic("x.new"), records(3, "k"), now_ms=T0)    # never compacted: ratio 1.0
+    produce(lake.topic("x.del"), records(3, "k"), now_ms=T0)    # old: retention removes it
+    low_cursor = current_cursor(lake, "x.low")
+    result = Cleaner(lake).run_once(now_ms=T0 + 2 * HOUR)
+    assert result.compaction_order == ["x.new", "x.mid"]
+    assert result.failed == []
+    assert current_cursor(lake, "x.low") == low_cursor
+    assert result.topics["x.mid"].compaction is not None and result.topics["x.mid"].compaction["committed"]
+    assert all(result.topics[n].retention is not None for n in ("x.low", "x.mid", "x.new", "x.del"))
+    assert raw(lake, "x.del") == []
+    assert result.topics["x.del"].retention["removed_records"] == 3  # type: ignore[index]
+
+
+def test_a_failing_topic_does_not_stop_the_others_and_is_backed_off(lake: Lake) -> None:
+    for name in ("f.a", "f.bad", "f.c"):
+        lake.create_topic(name, config={"retention.ms": str(HOUR)})
+        produce(lake.topic(name), records(2, "k"), now_ms=T0)
+    bad = lake.topic("f.bad").table.transaction()
+    bad.set_properties({ts.NEXT_OFFSETS_PROPERTY: "not json"})  # a corrupt topic
+    bad.commit_transaction()
+    cleaner = Cleaner(lake, backoff_s=3600)
+    first = cleaner.run_once(now_ms=T0 + 2 * HOUR)
+    assert first.failed == ["f.bad"]
+    assert "TopicCorruptError" in first.topics["f.bad"].errors[0]["error"]
+    assert raw(lake, "f.a") == [] and raw(lake, "f.c") == []
+    second = cleaner.run_once(now_ms=T0 + 2 * HOUR)
+    assert "uncleanable" in second.topics["f.bad"].skipped and second.failed == []
+    # retention failing for one topic is isolated the same way
+    calls: list[str] = []
+
+    def retain(lake_: Lake, name: str, now_ms: int) -> dict[str, Any]:
+        calls.append(name)
+        if name == "f.a":
+            raise RuntimeError("object store said no")
+        return {"removed_records": 0}
+
+    third = Cleaner(lake, retain=retain).run_once(now_ms=T0 + 2 * HOUR)
+    assert calls == ["f.a", "f.c"]  # f.bad failed its assessment: no retention on a corrupt topic
+    assert "f.a" in third.failed and third.topics["f.c"].retention == {"removed_records": 0}
+
+
+def test_compaction_failure_is_isolated_and_logged_as_metrics(lake: Lake, caplog: pytest.LogCaptureFixture) -> None:
+    for name in ("g.a", "g.b"):
+        lake.create_topic(name, config={"cleanup.policy": "compact"})
+        produce(lake.topic(name), records(2, "k"), now_ms=T0)
+    compacted: list[str] = []
+
+    def compact(lake_: Lake, name: str, now_ms: int) -> dict[str, Any]:
+        if name == "g.a":
+            raise RuntimeError("executor lost")
+        compacted.append(name)
+        return {"committed": True, "stats": {}}
+
+    with caplog.at_level("INFO", logger="compactor.metrics"):
+        result = Cleaner(lake, compact=compact).run_once(now_ms=T0)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "compactor.metrics"]
+    events = {(line["event"], line.get("topic")) for line in lines}
+    assert {("topic-failed", "g.a"), ("compaction", "g.b"), ("retention", "g.b"), ("cleaner-pass", None)} <= events
+    failed_line = next(line for line in lines if line["event"] == "topic-failed")
+    assert failed_line["step"] == "compact" and "executor lost" in failed_line["error"]
+    assert sorted(result.compaction_order) == ["g.a", "g.b"] and compacted == ["g.b"]
+    assert result.failed == ["g.a"] and result.topics["g.a"].errors[0]["step"] == "compact"
+    assert result.topics["g.b"].retention is not None
+
+
+def test_clean_interval_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh"
+    lake = Lake(warehouse=str(warehouse))
+    lake.create_topic("t.a")
+    lake.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compactor.compaction.submit", "--warehouse", str(warehouse), "clean",
+         "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())  # one pass done
+        assert first["failed"] == [] and "t.a" in first["topics"]
+        time.sleep(0.3)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, process.stderr.read() if process.stderr else ""
+
+
+def test_clean_once_exits_nonzero_when_a_topic_failed(lake: Lake, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactor.cli.main import main
+
+    lake.create_topic("h.ok")
+    lake.create_topic("h.bad")
+    bad = lake.topic("h.bad").table.transaction()
+    bad.set_properties({ts.NEXT_OFFSETS_PROPERTY: "[1, 2]"})
+    bad.commit_transaction()
+    monkeypatch.setenv("COMPACTOR_CATALOG_NAME", lake.config.catalog_name)
+    assert main(["--warehouse", lake.config.warehouse, "clean", "--once", "--now-ms", str(T0)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] == ["h.bad"] and out["topics"]["h.ok"]["retention"] is not None
