@@ -83,12 +83,31 @@ def translate_storage_errors(action: str) -> Iterator[None]:
         raise
     except NoSuchTableError:
         raise
-    except (OSError, ConnectionError, TimeoutError) as exc:
-        raise StorageUnavailableError(f"{action}: storage unavailable: {first_line(exc)}") from exc
     except Exception as exc:
-        if is_storage_failure(exc):
-            raise StorageUnavailableError(f"{action}: {first_line(exc)}") from exc
+        if isinstance(exc, OSError | ConnectionError | TimeoutError) or is_storage_failure(exc):
+            raise storage_error(action, exc) from exc
         raise
+
+
+ACCESS_DENIED_MARKERS = ("access denied", "access_denied", "accessdenied", "invalidaccesskeyid",
+                         "signaturedoesnotmatch", "forbidden", "password authentication failed")
+NO_BUCKET_MARKERS = ("nosuchbucket", "no_such_bucket", "bucket does not exist", "specified bucket does not exist")
+
+
+def storage_error(action: str, exc: BaseException) -> Exception:
+    """The typed error for a storage failure: refused credentials, a missing bucket, or an outage."""
+    from compactor.errors import BucketNotFoundError, StorageAccessDeniedError
+
+    text = " ".join(str(e) for e in _chain(exc)).lower()
+    detail = first_line(exc)
+    if any(marker in text for marker in ACCESS_DENIED_MARKERS):
+        return StorageAccessDeniedError(
+            f"{action}: access denied: the object store or catalog refused the credentials (check "
+            f"AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the catalog URI's user, and the bucket policy): {detail}")
+    if any(marker in text for marker in NO_BUCKET_MARKERS):
+        return BucketNotFoundError(f"{action}: the warehouse bucket does not exist (create it, or fix "
+                                   f"--warehouse): {detail}")
+    return StorageUnavailableError(f"{action}: storage unavailable: {detail}")
 
 
 def is_storage_failure(exc: BaseException) -> bool:

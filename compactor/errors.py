@@ -113,6 +113,14 @@ class StorageUnavailableError(TransientError, ConnectionError):
     """The catalog database or the object store could not be reached or refused the credentials."""
 
 
+class StorageAccessDeniedError(CompactorError, PermissionError):
+    """The object store or catalog refused the credentials (not transient: fix the credentials)."""
+
+
+class BucketNotFoundError(NotFoundError):
+    """The warehouse's bucket does not exist."""
+
+
 class OutcomeUnknownError(TransientError):
     """A commit was sent but its result could not be learned; re-running the command is safe."""
 

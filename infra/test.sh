@@ -4,6 +4,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/infra/setup.sh" --s3
+"$ROOT/infra/postgres-server.sh"   # best effort: server binaries for the PostgreSQL-catalog tests
 cd "$ROOT"
 PY="$ROOT/.venv/bin/python"
 if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then

@@ -39,8 +39,8 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from compactor.catalog import first_line, is_storage_failure
-from compactor.errors import CommitConflictError, OutcomeUnknownError, StorageUnavailableError
+from compactor.catalog import first_line, is_storage_failure, storage_error
+from compactor.errors import CommitConflictError, OutcomeUnknownError
 
 BASE_BRANCH = "compactor-base"
 
@@ -151,7 +151,7 @@ def send(catalog: Any, table: Table, requirements: tuple[TableRequirement, ...],
     if landed(current.metadata):
         return
     if is_storage_failure(failure):
-        raise StorageUnavailableError(f"{what}: {first_line(failure)}") from failure
+        raise storage_error(what, failure) from failure
     raise failure
 
 

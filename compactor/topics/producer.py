@@ -29,14 +29,13 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from compactor.catalog import first_line, is_storage_failure, translate_storage_errors
+from compactor.catalog import first_line, is_storage_failure, storage_error, translate_storage_errors
 from compactor.clock import resolve_now_ms
 from compactor.errors import (
     AppendConflictError,
     BatchIdConflictError,
     InvalidRecordError,
     OutcomeUnknownError,
-    StorageUnavailableError,
 )
 from compactor.topics import schema as ts
 from compactor.topics.partitioner import partition_for_key
@@ -230,7 +229,7 @@ def produce(
             snapshot_id = _learn_outcome(topic, commit_id, exc)
             if snapshot_id is None:
                 if is_storage_failure(exc):
-                    raise StorageUnavailableError(f"appending to {topic.name}: {first_line(exc)}") from exc
+                    raise storage_error(f"appending to {topic.name}", exc) from exc
                 raise
             return ProduceResult(list(zip(plan.partitions, plan.offsets, strict=True)), snapshot_id, False,
                                  attempt, now)
