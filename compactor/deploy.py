@@ -1,0 +1,117 @@
+"""Generate the ``spark-submit`` command that runs a ``compactor`` verb on a Spark cluster.
+
+    python -m compactor.deploy --master spark://spark-master:7077 \\
+        --warehouse s3://lake/warehouse --catalog-uri postgresql://compactor@postgres:5432/catalog \\
+        -- clean --interval 60
+
+Client deploy mode: the driver (this package, with pyiceberg) runs where the command is started; executors
+need only the jars, which ``spark-submit --jars`` ships to them (the job uses no Python UDFs). The session
+factory adds the catalog and S3A settings itself under ``spark-submit``; they are also printed as ``--conf``
+so the command is complete on its own. Secrets are never written out: the generated command refers to
+``$AWS_ACCESS_KEY_ID`` / ``$AWS_SECRET_ACCESS_KEY`` and the catalog password stays in the URI's environment
+variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from compactor.config import LakeConfig
+from compactor.spark.jars import ICEBERG_RUNTIME, POSTGRES_JDBC, S3A_JARS, SHADED_JACKSON, SQLITE_JDBC, jars_dir
+from compactor.spark.session import ICEBERG_EXTENSIONS, catalog_settings
+
+SECRET_KEYS = {
+    "spark.hadoop.fs.s3a.access.key": "${AWS_ACCESS_KEY_ID}",
+    "spark.hadoop.fs.s3a.secret.key": "${AWS_SECRET_ACCESS_KEY}",
+    "spark.hadoop.fs.s3a.session.token": "${AWS_SESSION_TOKEN}",
+}
+SUBMIT_SCRIPT = Path(__file__).resolve().parent / "compaction" / "submit.py"
+
+
+def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]:
+    """The jars the cluster needs for ``config`` (from ``infra/setup.sh --s3``'s jar directory)."""
+    base = directory or jars_dir()
+    jars = [str(base / ICEBERG_RUNTIME), str(base / SHADED_JACKSON)]
+    if config.is_s3:
+        jars += [str(base / name) for name in S3A_JARS]
+    jars.append(SQLITE_JDBC if config.catalog.is_sqlite else POSTGRES_JDBC)
+    return jars
+
+
+def spark_conf(config: LakeConfig) -> dict[str, str]:
+    """``--conf`` settings: Iceberg extensions, the catalog, S3A (secrets as environment references)."""
+    out = {"spark.sql.extensions": ICEBERG_EXTENSIONS}
+    for key, value in catalog_settings(config).items():
+        out[key] = SECRET_KEYS.get(key, value)
+    password_key = f"spark.sql.catalog.{config.catalog_name}.jdbc.password"
+    if password_key in out:
+        out[password_key] = "${COMPACTOR_CATALOG_PASSWORD}"
+    return out
+
+
+def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, warehouse: str,
+                   catalog_uri: str | None, jars: Sequence[str] | None = None,
+                   extra_conf: Mapping[str, str] | None = None) -> list[str]:
+    """The ``spark-submit`` argument list that runs ``compactor <verb>`` on ``master``."""
+    if not verb:
+        raise ValueError("give the compactor verb to run, e.g. compact NAME or clean --interval 60")
+    command = ["spark-submit", "--master", master, "--deploy-mode", "client", "--name",
+               f"compactor {' '.join(verb[:2])}", "--jars", ",".join(jars or cluster_jars(config))]
+    for key, value in {**spark_conf(config), **(extra_conf or {})}.items():
+        command += ["--conf", f"{key}={value}"]
+    command += [str(SUBMIT_SCRIPT), "--warehouse", warehouse]
+    if catalog_uri:
+        command += ["--catalog-uri", hide_password(catalog_uri)]
+    return command + list(verb)
+
+
+def hide_password(uri: str) -> str:
+    """``postgresql://u:secret@h/db`` -> ``postgresql://u:${COMPACTOR_CATALOG_PASSWORD}@h/db``."""
+    if "://" not in uri or "@" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    if ":" not in credentials:
+        return uri
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:${{COMPACTOR_CATALOG_PASSWORD}}@{host}"
+
+
+def render(command: Sequence[str]) -> str:
+    """A shell line; ``${VAR}`` references stay expandable (double quotes), everything else is quoted."""
+    quoted = [f'"{arg}"' if "${" in arg else shlex.quote(arg) for arg in command]
+    lines: list[str] = []
+    for arg in quoted:  # one option (with its value) per line
+        if lines and lines[-1].startswith("--") and " " not in lines[-1] and not arg.startswith("--"):
+            lines[-1] += " " + arg
+        else:
+            lines.append(arg)
+    return " \\\n  ".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compactor.deploy",
+                                     description="print the spark-submit command for a compactor verb")
+    parser.add_argument("--master", required=True, help="e.g. spark://spark-master:7077 or yarn")
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--catalog-uri")
+    parser.add_argument("--jars-dir", type=Path, help="where the jars are on the submitting machine")
+    parser.add_argument("verb", nargs=argparse.REMAINDER, help="-- then the compactor verb and its arguments")
+    args = parser.parse_args(argv)
+    verb = args.verb[1:] if args.verb[:1] == ["--"] else args.verb
+    config = LakeConfig.resolve(warehouse=args.warehouse, catalog_uri=args.catalog_uri)
+    try:
+        command = submit_command(config, verb, master=args.master, warehouse=args.warehouse,
+                                 catalog_uri=args.catalog_uri, jars=cluster_jars(config, args.jars_dir))
+    except ValueError as exc:
+        parser.error(str(exc))
+    print(render(command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
