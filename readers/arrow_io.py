@@ -25,14 +25,22 @@ class TaskReader:
     """Reads tasks of one table metadata version with a shared row filter and delete-file cache."""
 
     def __init__(self, table: Any, tasks: Sequence[FileScanTask], row_filter: BooleanExpression | None = None,
-                 projected_schema: Any = None) -> None:
+                 projected_schema: Any = None, deletes: Any = None) -> None:
         self._scan = ArrowScan(
             table_metadata=table.metadata,
             io=table.io,
             projected_schema=projected_schema or table.schema(),
             row_filter=row_filter or AlwaysTrue(),
         )
-        self._deletes = _read_all_delete_files(table.io, tasks) if any(t.delete_files for t in tasks) else {}
+        if deletes is not None:
+            self._deletes = deletes
+        else:
+            self._deletes = _read_all_delete_files(table.io, tasks) if any(t.delete_files for t in tasks) else {}
+
+    @property
+    def deletes(self) -> Any:
+        """The delete files read for this plan (shared with another reader of the same plan)."""
+        return self._deletes
 
     def read(self, task: FileScanTask) -> list[pa.RecordBatch]:
         """All (filtered, delete-applied) batches of one task."""
@@ -40,20 +48,22 @@ class TaskReader:
 
     def stream(self, tasks: Sequence[FileScanTask]) -> Iterator[tuple[FileScanTask, list[pa.RecordBatch]]]:
         """Yield ``(task, batches)`` in task order, reading up to ``PREFETCH_FILES`` ahead."""
-        if not tasks:
-            return
-        with concurrent.futures.ThreadPoolExecutor(max_workers=PREFETCH_FILES) as pool:
-            pending: list[concurrent.futures.Future[list[pa.RecordBatch]]] = []
-            index = 0
-            while index < len(tasks) and len(pending) < PREFETCH_FILES:
-                pending.append(pool.submit(self.read, tasks[index]))
+        yield from zip(tasks, stream_tasks([(self, t) for t in tasks]), strict=True)
+
+
+def stream_tasks(work: Sequence[tuple[TaskReader, FileScanTask]]) -> Iterator[list[pa.RecordBatch]]:
+    """The batches of each ``(reader, task)`` in order, reading up to ``PREFETCH_FILES`` files ahead."""
+    if not work:
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PREFETCH_FILES) as pool:
+        pending: list[concurrent.futures.Future[list[pa.RecordBatch]]] = []
+        index = 0
+        while index < len(work) and len(pending) < PREFETCH_FILES:
+            pending.append(pool.submit(work[index][0].read, work[index][1]))
+            index += 1
+        while pending:
+            batches = pending.pop(0).result()
+            if index < len(work):
+                pending.append(pool.submit(work[index][0].read, work[index][1]))
                 index += 1
-            position = 0
-            while pending:
-                future = pending.pop(0)
-                batches = future.result()
-                if index < len(tasks):
-                    pending.append(pool.submit(self.read, tasks[index]))
-                    index += 1
-                yield tasks[position], batches
-                position += 1
+            yield batches

@@ -16,7 +16,7 @@ from pyiceberg.table import FileScanTask
 
 from compactor.topics.schema import OFFSET
 from compactor.topics.topic import OFFSET_FIELD_ID, file_bound
-from readers.arrow_io import TaskReader
+from readers.arrow_io import TaskReader, stream_tasks
 
 
 def task_range(task: FileScanTask) -> tuple[int, int]:
@@ -65,19 +65,30 @@ def _sorted_batches(batches: Sequence[pa.RecordBatch]) -> list[pa.RecordBatch]:
 
 def ordered_batches(reader: TaskReader, tasks: Sequence[FileScanTask]) -> Iterator[pa.RecordBatch]:
     """Every row of ``tasks`` (one partition) in offset order, as Arrow batches."""
-    groups = clusters(tasks)
-    flat = [task for group in groups for task in group]
-    stream = reader.stream(flat)
-    last = -1
-    for group in groups:
-        collected: list[pa.RecordBatch] = []
-        for _ in group:
-            _, batches = next(stream)
-            collected.extend(batches)
-        if len(group) == 1 and _is_sorted(collected, last):
-            result = [b for b in collected if b.num_rows]
-        else:
-            result = _sorted_batches(collected)
-        for batch in result:
-            last = int(batch.column(OFFSET)[batch.num_rows - 1].as_py())
-            yield batch
+    yield from ordered_units([[(reader, task) for task in tasks]])
+
+
+def ordered_units(units: Sequence[Sequence[tuple[TaskReader, FileScanTask]]]) -> Iterator[pa.RecordBatch]:
+    """The rows of several units, one after the other, each unit (the files of one partition of one table,
+    each with the reader to read it with) in offset order.
+
+    Files are read through one prefetch window across all units, so a reader crossing from one partition or
+    table to the next never waits for a cold start.
+    """
+    readers = {id(task): reader for unit in units for reader, task in unit}
+    plans = [clusters([task for _, task in unit]) for unit in units]
+    work = [(readers[id(task)], task) for groups in plans for group in groups for task in group]
+    stream = stream_tasks(work)
+    for groups in plans:
+        last = -1
+        for group in groups:
+            collected: list[pa.RecordBatch] = []
+            for _ in group:
+                collected.extend(next(stream))
+            if len(group) == 1 and _is_sorted(collected, last):
+                result = [b for b in collected if b.num_rows]
+            else:
+                result = _sorted_batches(collected)
+            for batch in result:
+                last = int(batch.column(OFFSET)[batch.num_rows - 1].as_py())
+                yield batch

@@ -31,13 +31,13 @@ from compactor.errors import (
     OffsetOutOfRangeError,
     SnapshotExpiredError,
 )
-from compactor.expressions import partition_range
+from compactor.expressions import partition_range, ranges
 from compactor.topics import schema as ts
 from compactor.topics.naming import TopicName
 from compactor.topics.records import Record
 from compactor.topics.topic import TIMESTAMP_FIELD_ID, Topic, file_bound
 from readers.arrow_io import TaskReader
-from readers.ordering import ordered_batches
+from readers.ordering import ordered_batches, ordered_units, task_range
 from readers.positions import ResetPolicy, StartPosition, StartSpec, normalise_start
 
 if TYPE_CHECKING:
@@ -244,11 +244,59 @@ class TopicReader:
     # --- output -----------------------------------------------------------------------------------------
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """Record batches in partition, offset order, in the topic's Arrow schema."""
-        for partition in range(self.partitions):
-            for segment in self.segments(partition):
-                for batch in self.segment_batches(segment):
-                    yield _to_topic_schema(batch)
+        """Record batches in partition, offset order, in the topic's Arrow schema.
+
+        Each table is planned once for all of its segments (one manifest pass, delete files read once), and
+        files stream through one prefetch window across partitions and tables.
+        """
+        segments = [s for p in range(self.partitions) for s in self.segments(p)]
+        plans: dict[bool, tuple[TaskReader, dict[int, list[tuple[TaskReader, FileScanTask]]]]] = {}
+        cursor = self.cursor.snapshot_id if self.cursor else None
+        what = f"{self.name} (raw snapshot {self.raw_snapshot_id}, cursor {cursor})"
+        try:
+            for compacted in (True, False):
+                chosen = {s.partition: (s.lo, s.hi) for s in segments if s.compacted == compacted}
+                if chosen and self._table_for(Segment(0, 0, 0, compacted))[1] is not None:
+                    plans[compacted] = self._plan_table(compacted, chosen)
+            units = []
+            for segment in segments:
+                if segment.compacted in plans:
+                    _, by_partition = plans[segment.compacted]
+                    units.append(by_partition.get(segment.partition, []))
+            for batch in ordered_units(units):
+                yield _to_topic_schema(batch)
+        except (OSError, ValueError) as exc:
+            if _is_missing_file(exc):
+                raise SnapshotExpiredError(f"a pinned snapshot of {what} is no longer readable (expired?): "
+                                           f"{first_line(exc)}") from exc
+            raise
+
+    def _plan_table(self, compacted: bool, chosen: dict[int, tuple[int, int]]
+                    ) -> tuple[TaskReader, dict[int, list[tuple[TaskReader, FileScanTask]]]]:
+        """Plan one table once for all its segments; prune files by partition and offset statistics here
+        (cheaper than pyiceberg evaluating a many-term filter per manifest entry). Files wholly inside their
+        segment are read without a row filter; only the boundary files are filtered."""
+        table, snapshot_id = self._table_for(Segment(0, 0, 0, compacted))
+        scan = table.scan(snapshot_id=snapshot_id, selected_fields=("*",))
+        tasks = []
+        for task in scan.plan_files():
+            partition = int(task.file.partition[0])
+            if partition not in chosen:
+                continue
+            lo, hi = chosen[partition]
+            first, last = task_range(task)
+            if last >= lo and first < hi:
+                tasks.append(task)
+        whole = TaskReader(table, tasks, None, scan.projection())
+        filtered = TaskReader(table, [], ranges(chosen), scan.projection(), deletes=whole.deletes)
+        by_partition: dict[int, list[tuple[TaskReader, FileScanTask]]] = {}
+        for task in tasks:
+            partition = int(task.file.partition[0])
+            lo, hi = chosen[partition]
+            first, last = task_range(task)
+            reader = whole if first >= lo and last < hi else filtered
+            by_partition.setdefault(partition, []).append((reader, task))
+        return whole, by_partition
 
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=ts.ARROW_SCHEMA)
