@@ -18,7 +18,10 @@ from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.table import FileScanTask
 
-PREFETCH_FILES = 2
+# Files read ahead of the consumer: up to PREFETCH_FILES at once, and no more than PREFETCH_BYTES of (compressed)
+# file size in flight unless a single file is larger, so memory stays bounded whatever the file sizes are.
+PREFETCH_FILES = 4
+PREFETCH_BYTES = 192 * 1024 * 1024
 
 
 class TaskReader:
@@ -47,23 +50,34 @@ class TaskReader:
         return list(self._scan._record_batches_from_scan_tasks_and_deletes([task], self._deletes))
 
     def stream(self, tasks: Sequence[FileScanTask]) -> Iterator[tuple[FileScanTask, list[pa.RecordBatch]]]:
-        """Yield ``(task, batches)`` in task order, reading up to ``PREFETCH_FILES`` ahead."""
+        """Yield ``(task, batches)`` in task order, reading ahead within the prefetch bounds."""
         yield from zip(tasks, stream_tasks([(self, t) for t in tasks]), strict=True)
 
 
 def stream_tasks(work: Sequence[tuple[TaskReader, FileScanTask]]) -> Iterator[list[pa.RecordBatch]]:
-    """The batches of each ``(reader, task)`` in order, reading up to ``PREFETCH_FILES`` files ahead."""
+    """The batches of each ``(reader, task)`` in order, reading ahead up to ``PREFETCH_FILES`` files and
+    ``PREFETCH_BYTES`` of file size."""
     if not work:
         return
+    def size(i: int) -> int:
+        return int(getattr(work[i][1].file, "file_size_in_bytes", 0) or 0)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=PREFETCH_FILES) as pool:
-        pending: list[concurrent.futures.Future[list[pa.RecordBatch]]] = []
+        pending: list[tuple[concurrent.futures.Future[list[pa.RecordBatch]], int]] = []
         index = 0
-        while index < len(work) and len(pending) < PREFETCH_FILES:
-            pending.append(pool.submit(work[index][0].read, work[index][1]))
-            index += 1
-        while pending:
-            batches = pending.pop(0).result()
-            if index < len(work):
-                pending.append(pool.submit(work[index][0].read, work[index][1]))
+
+        def fill() -> None:
+            nonlocal index
+            while index < len(work) and len(pending) < PREFETCH_FILES:
+                in_flight = sum(b for _, b in pending)
+                if pending and in_flight + size(index) > PREFETCH_BYTES:
+                    break
+                pending.append((pool.submit(work[index][0].read, work[index][1]), size(index)))
                 index += 1
+
+        fill()
+        while pending:
+            future, _ = pending.pop(0)
+            batches = future.result()
+            fill()
             yield batches
