@@ -314,3 +314,23 @@ def test_cli_retention_prints_the_interface_fields(lake: Lake, capsys: pytest.Ca
     assert out["dry_run"] is True and out["removed_records"] == 2
     assert main([*base, "retention", "d.cli", "--now-ms", str(T0 + DAY)]) == 0
     assert json.loads(capsys.readouterr().out)["log_start_offsets"] == {"0": 2}
+
+
+@pytest.mark.parametrize("point", ["retention-after-delete", "retention-before-expire"])
+def test_a_pass_that_fails_midway_leaves_a_consistent_topic_and_the_next_pass_finishes(lake: Lake,
+                                                                                      point: str) -> None:
+    from compactor import failpoints
+    from compactor.errors import InjectedFailureError
+
+    lake.create_topic("f.mid", config={"retention.ms": str(HOUR), "history.expire.max-snapshot-age-ms": "0",
+                                       "compaction.cursor.retain-ms": "0"})
+    produce(lake.topic("f.mid"), batch("ab", T0), now_ms=T0)
+    produce(lake.topic("f.mid"), batch("c", T0 + DAY), now_ms=T0 + DAY)
+    with failpoints.enabled({point: "raise"}), pytest.raises(InjectedFailureError):
+        run_retention(lake, "f.mid", now_ms=T0 + DAY + 1)
+    # both points come after the raw removal's commit, which moved the files and the LSO together
+    assert lake.topic("f.mid").offsets().log_start_offsets == (2,) and offsets(raw(lake, "f.mid")) == [2]
+    assert len(lake.topic("f.mid").table.metadata.snapshots) == 3, "nothing expired yet"
+    result = run_retention(lake, "f.mid", now_ms=T0 + DAY + 2).as_json()
+    assert result["log_start_offsets"] == {"0": 2} and offsets(raw(lake, "f.mid")) == [2]
+    assert len(lake.topic("f.mid").table.metadata.snapshots) == 1  # the earlier ones expired now
