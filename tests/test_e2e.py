@@ -221,3 +221,15 @@ def test_wrong_credentials_are_a_clear_error(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_an_unreachable_catalog_is_a_clear_error(tmp_path: Path) -> None:
+    from tests.s3_server import free_port
+
+    port = free_port()  # nothing listens there
+    lake = Lake(new_lake_config(str(tmp_path / "wh"), f"postgresql://compactor@127.0.0.1:{port}/catalog"))
+    with pytest.raises(StorageUnavailableError, match="cannot open the catalog database") as caught:
+        lake.create_topic("c.t")
+    assert f"{port}" in str(caught.value) or "connect" in str(caught.value).lower()
+    with pytest.raises(StorageUnavailableError):
+        lake.list_topics()
