@@ -134,8 +134,15 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:500]
+    """The line of an exception's text that names the problem, for one-line messages.
+
+    A Py4J error from Spark reads "An error occurred while calling o59.sql." and names the Java exception on
+    the next line (": org.apache.iceberg.exceptions.CommitFailedException: ..."); that line is the useful one.
+    """
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
+    if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
+        return lines[1].lstrip(": ").strip()[:500]
+    return lines[0][:500]
 
 
 def redact(url: str) -> str:

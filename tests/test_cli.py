@@ -139,3 +139,41 @@ assert "pyspark" not in sys.modules, "pyspark was imported"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
                             check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_progress_lines_follow_the_current_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler main() installs must not keep writing to a stream that was swapped out (and closed)."""
+    import io
+    import logging
+
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    assert main(["--warehouse", str(tmp_path / "wh"), "topic", "list"]) == 0
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    logging.getLogger("compactor.test").info("after main returned")
+    assert "after main returned" in second.getvalue()
+    assert "Logging error" not in second.getvalue()
+
+
+def test_unexpected_java_errors_name_the_java_exception(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Py4J failure's first line says only "An error occurred while calling o59.sql."; the CLI names the
+    Java exception from the next line instead."""
+    from compactor.cli import commands
+
+    class Py4JJavaError(Exception):
+        pass
+
+    def boom(args: object) -> int:
+        raise Py4JJavaError("An error occurred while calling o59.sql.\n: org.apache.iceberg.exceptions."
+                            "CommitFailedException: Table metadata refresh is required\n\tat org.apache...")
+
+    monkeypatch.setattr(commands, "topic_list", boom)
+    code = main(["--warehouse", str(tmp_path / "wh"), "topic", "list"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip() == ("compactor: error: Py4JJavaError: org.apache.iceberg.exceptions.CommitFailedException: "
+                           "Table metadata refresh is required")

@@ -104,6 +104,78 @@ def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSess
     assert stage_branches(lake) == []
 
 
+def test_cursor_moved_before_the_staging_branch_restarts(spark: SparkSession, lake: Lake) -> None:
+    """The staging branch is only created while main is still the pinned cursor; otherwise the run restarts."""
+    model = seeded(lake)
+
+    def another_run_commits() -> None:
+        with failpoints.enabled({"after-plan": lambda: None}):
+            assert compact_topic(lake, "s.t", now_ms=4000).committed
+
+    with failpoints.enabled({"after-plan": another_run_commits}):
+        result = TwoPhaseCompactor(lake, "s.t", now_ms=4000, max_attempts=3).run()
+    assert result.attempts == 2 and not result.committed
+    assert stage_branches(lake) == []
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_creating_the_staging_branch_survives_a_racing_commit(spark: SparkSession, lake: Lake,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer commits to the compacted table inside our branch commit's window (after the catalog
+    read the current metadata, before its conditional update): the branch commit loses that race, is retried
+    on the refreshed table, and the run publishes normally."""
+    from compactor.compaction import publish
+
+    model = seeded(lake)
+    real_commit, real_write = publish.commit, SqlCatalog._write_metadata
+    state = {"creating": False, "raced": False}
+
+    def commit(catalog: Any, table: Any, **kwargs: Any) -> None:
+        state["creating"] = kwargs["what"].startswith("creating staging branch")
+        try:
+            real_commit(catalog, table, **kwargs)
+        finally:
+            state["creating"] = False
+
+    def write_metadata(*args: Any, **kwargs: Any) -> Any:  # a static method of the catalog
+        if state["creating"] and not state["raced"]:
+            state["raced"] = True
+            rival = lake.catalog.load_table("s.t__compacted")
+            with rival.transaction() as tx:  # someone else's metadata commit lands first
+                tx.set_properties({"rival": "1"})
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(publish, "commit", commit)
+    monkeypatch.setattr(SqlCatalog, "_write_metadata", staticmethod(write_metadata))
+    result = TwoPhaseCompactor(lake, "s.t", now_ms=4000, max_attempts=1).run()
+    assert state["raced"] and result.committed and result.attempts == 1
+    assert lake.catalog.load_table("s.t__compacted").metadata.properties.get("rival") == "1"
+    assert stage_branches(lake) == []
+    model.compact(4000, SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+
+
+def test_a_lost_iceberg_commit_inside_spark_is_a_commit_conflict() -> None:
+    """Spark surfaces Iceberg's CommitFailedException as a Py4J error; the job turns it into a retryable
+    CommitConflictError (and starts the attempt again) while other Java errors pass through unchanged."""
+    from compactor.compaction.job import spark_commit_conflicts
+    from compactor.errors import CommitConflictError
+
+    class Py4JJavaError(Exception):
+        pass
+
+    lost = Py4JJavaError("An error occurred while calling o7.append.\n: org.apache.iceberg.exceptions."
+                         "CommitFailedException: Cannot commit s.t__compacted: metadata location has changed")
+    with (pytest.raises(CommitConflictError, match="CommitFailedException: Cannot commit") as info,
+          spark_commit_conflicts("writing the staging branch")):
+        raise lost
+    assert info.value.retryable
+    other = Py4JJavaError("An error occurred while calling o7.append.\n: java.lang.OutOfMemoryError: heap")
+    with pytest.raises(Py4JJavaError), spark_commit_conflicts("writing the staging branch"):
+        raise other
+
+
 def test_the_replaced_cursor_is_tagged_and_chained(spark: SparkSession, lake: Lake) -> None:
     seeded(lake)
     first = current_cursor(lake, "s.t")

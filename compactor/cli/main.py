@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from compactor.errors import CompactorError
 
@@ -89,7 +90,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _CliHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Marks the handler the command line installed, so a second ``main()`` call replaces it."""
+    """Writes to whatever ``sys.stderr`` is at the moment of each record (like logging's last-resort handler).
+
+    Also marks the handler the command line installed, so a second ``main()`` call replaces it. Binding the
+    stream at install time would leave a handler writing to a closed file once an embedding program (or a
+    test runner capturing output) swaps ``sys.stderr`` back after ``main()`` returns.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # set by StreamHandler.__init__; the live sys.stderr is used instead
+        pass
 
 
 def configure_logging(level: str) -> None:
@@ -98,7 +115,7 @@ def configure_logging(level: str) -> None:
     logger = logging.getLogger("compactor")
     for handler in [h for h in logger.handlers if isinstance(h, _CliHandler)]:
         logger.removeHandler(handler)
-    handler = _CliHandler(sys.stderr)
+    handler = _CliHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(getattr(logging, level))
@@ -126,8 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # an unexpected failure still gets one line naming it
         logging.getLogger("compactor").debug("unexpected failure", exc_info=True)
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"compactor: error: {type(exc).__name__}: {message}", file=sys.stderr)
+        from compactor.catalog import first_line
+
+        print(f"compactor: error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 1
     return int(code or 0)
 

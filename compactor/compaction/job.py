@@ -31,6 +31,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from compactor.compaction.deletes import (
     write_position_deletes,
 )
 from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons
-from compactor.compaction.publish import RefMove, build_snapshot, commit, ensure_base_branch
+from compactor.compaction.publish import RefMove, build_snapshot, commit, create_stage_branch, ensure_base_branch
 from compactor.compaction.triggers import assess, start_bytes
 from compactor.errors import (
     CommitConflictError,
@@ -177,7 +178,7 @@ class TwoPhaseCompactor:
                 result = self._attempt()
                 result.attempts = attempt
                 return result
-            except CursorMovedError as exc:
+            except (CursorMovedError, CommitConflictError) as exc:
                 if attempt == self.max_attempts:
                     raise
                 self.progress.phase("restart", f"{exc}; starting again from phase 1 on the new cursor",
@@ -198,13 +199,14 @@ class TwoPhaseCompactor:
         run_id = uuid.uuid4().hex[:12]
         stage = f"{STAGE_PREFIX}{self.now_ms}-{run_id}"
         base = plan.cursor.snapshot_id if plan.cursor else ensure_base_branch(self.lake.catalog, plan.view_table)
-        catalog_name = self.lake.config.catalog_name
-        view_ident = self.name.spark_identifier(catalog_name, compacted=True)
-        spark.sql(f"ALTER TABLE {view_ident} CREATE BRANCH `{stage}` AS OF VERSION {base}")
+        with translate_storage_errors(f"creating the staging branch of {self.name}"):
+            create_stage_branch(self.lake.catalog, self.name.compacted_identifier, stage, base,
+                                plan.cursor.snapshot_id if plan.cursor else None)
         published = False
         cleanup: list[Any] = []
         try:
-            cursor, delete_files = self._compact(spark, plan, stage, run_id, cleanup, timings)
+            with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
+                cursor, delete_files = self._compact(spark, plan, stage, run_id, cleanup, timings)
             if not plan.ranges and not cursor.stats["rows_deleted_from_view"]:
                 # only a pass for expired tombstones or keyless rows, and it found none (the minimums it
                 # planned on are lower bounds): the compacted rows did not change, so nothing is published
@@ -556,6 +558,23 @@ class TwoPhaseCompactor:
                      lambda m: stage not in m.refs, f"dropping staging branch {stage}")
         except Exception as exc:
             log.info("staging branch %s of %s left for retention to remove: %s", stage, self.name, exc)
+
+
+@contextlib.contextmanager
+def spark_commit_conflicts(what: str) -> Iterator[None]:
+    """Turn an Iceberg ``CommitFailedException`` raised inside a Spark write into ``CommitConflictError``.
+
+    Iceberg retries its own commits first (the compacted table keeps the default retries); if it still lost
+    the race, the whole attempt is started again on the refreshed table instead of failing the run.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ == "Py4JJavaError" and "org.apache.iceberg.exceptions.CommitFailedException" in str(exc):
+            from compactor.catalog import first_line
+
+            raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
+        raise
 
 
 def compact_topic(lake: Lake, topic: str, **kwargs: Any) -> CompactionResult:

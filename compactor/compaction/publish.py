@@ -17,6 +17,7 @@ Failure handling:
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from pyiceberg.table.update import (
 )
 
 from compactor.catalog import first_line, is_storage_failure, storage_error
-from compactor.errors import CommitConflictError, OutcomeUnknownError
+from compactor.errors import CommitConflictError, CursorMovedError, OutcomeUnknownError
 
 BASE_BRANCH = "compactor-base"
 
@@ -173,3 +174,31 @@ def ensure_base_branch(catalog: Any, table: Table) -> int:
                expect=expect, what="creating the compacted table's base snapshot")
     fresh = catalog.load_table(table.name())
     return int(fresh.metadata.refs[BASE_BRANCH].snapshot_id)
+
+
+STAGE_ATTEMPTS = 8
+
+
+def create_stage_branch(catalog: Any, identifier: str, stage: str, base: int, cursor: int | None) -> None:
+    """Create the run's private staging branch at ``base``, on condition that ``main`` is still ``cursor``.
+
+    A metadata-only commit made here rather than with Spark's ``ALTER TABLE ... CREATE BRANCH``: under
+    concurrent commits Iceberg 1.10's transactional ref update fails ("Table metadata refresh is required")
+    even with retries enabled. Here a lost race is retried on the refreshed table, and a cursor that moved in
+    the meantime ends the attempt early (``CursorMovedError``), before any Spark work.
+    """
+    for attempt in range(STAGE_ATTEMPTS):
+        table = catalog.load_table(identifier)
+        main = table.metadata.refs.get("main")
+        current = main.snapshot_id if main else None
+        if current != cursor:
+            raise CursorMovedError(f"cursor moved: {identifier}'s cursor is now {current}, this run started "
+                                   f"from {cursor}")
+        try:
+            commit(catalog, table, snapshot=None, moves=[RefMove(stage, base)], expect={"main": cursor, stage: None},
+                   what=f"creating staging branch {stage}")
+            return
+        except CommitConflictError:
+            time.sleep(0.05 * (attempt + 1))
+    raise CommitConflictError(f"could not create staging branch {stage} of {identifier} after {STAGE_ATTEMPTS} "
+                              "attempts: the table kept changing")
