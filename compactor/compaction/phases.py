@@ -13,9 +13,9 @@ the winners row by row: offsets are dense, so the winners become one 64-bit mask
 The join's hash table holds about one byte per record of the task's range (a 100M-record partition: ~100
 MB per task), neither side is sorted, and full rows are never shuffled; only the kept rows are sorted by
 offset for writing (on the standard workload, paired runs: 0.8-1.5 s less than the sort-merge join on
-``(partition, offset)``, which sorted all 5M raw rows; see bench/README.md). Nothing is collected to the driver or broadcast: broadcast joins are
-disabled for the job. Finding superseded view rows is a hash join whose build side is only the new range's
-keys.
+``(partition, offset)``, which sorted all 5M raw rows; see bench/README.md). Nothing is collected to the
+driver or broadcast: broadcast joins are disabled for the job. Finding superseded view rows is a hash join
+whose build side is only the new range's keys.
 """
 
 from __future__ import annotations
