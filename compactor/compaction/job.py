@@ -56,7 +56,14 @@ from compactor.compaction.deletes import (
     write_position_deletes,
 )
 from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons
-from compactor.compaction.publish import RefMove, build_snapshot, commit, create_stage_branch, ensure_base_branch
+from compactor.compaction.publish import (
+    RefMove,
+    build_snapshot,
+    commit,
+    create_stage_branch,
+    ensure_base_branch,
+    require_cursor,
+)
 from compactor.compaction.triggers import assess, start_bytes
 from compactor.errors import (
     CommitConflictError,
@@ -495,11 +502,7 @@ class TwoPhaseCompactor:
         for _ in range(PUBLISH_ATTEMPTS):
             with translate_storage_errors(f"publishing the cursor of {self.name}"):
                 table = catalog.load_table(self.name.compacted_identifier)
-            main = table.metadata.refs.get(MAIN)
-            current = main.snapshot_id if main else None
-            if current != expected:
-                raise CursorMovedError(f"cursor moved: {self.name}'s cursor is now {current}, this run started "
-                                       f"from {expected}; nothing was published")
+            require_cursor(table, expected, str(self.name), "; nothing was published")
             head = table.metadata.snapshot_by_name(stage)
             if head is None:
                 raise CommitConflictError(f"the staging branch {stage} of this run disappeared")

@@ -41,6 +41,7 @@ from pyiceberg.table.update import (
 )
 
 from compactor.catalog import first_line, is_storage_failure, storage_error
+from compactor.compaction.cursor import MAIN
 from compactor.errors import CommitConflictError, CursorMovedError, OutcomeUnknownError
 
 BASE_BRANCH = "compactor-base"
@@ -179,6 +180,15 @@ def ensure_base_branch(catalog: Any, table: Table) -> int:
 STAGE_ATTEMPTS = 8
 
 
+def require_cursor(table: Table, cursor: int | None, identifier: str, consequence: str = "") -> None:
+    """Raise ``CursorMovedError`` unless ``main`` of the compacted table is still the run's pinned ``cursor``."""
+    main = table.metadata.refs.get(MAIN)
+    current = main.snapshot_id if main else None
+    if current != cursor:
+        raise CursorMovedError(f"cursor moved: {identifier}'s cursor is now {current}, this run started from "
+                               f"{cursor}{consequence}")
+
+
 def create_stage_branch(catalog: Any, identifier: str, stage: str, base: int, cursor: int | None) -> None:
     """Create the run's private staging branch at ``base``, on condition that ``main`` is still ``cursor``.
 
@@ -189,13 +199,9 @@ def create_stage_branch(catalog: Any, identifier: str, stage: str, base: int, cu
     """
     for attempt in range(STAGE_ATTEMPTS):
         table = catalog.load_table(identifier)
-        main = table.metadata.refs.get("main")
-        current = main.snapshot_id if main else None
-        if current != cursor:
-            raise CursorMovedError(f"cursor moved: {identifier}'s cursor is now {current}, this run started "
-                                   f"from {cursor}")
+        require_cursor(table, cursor, identifier)
         try:
-            commit(catalog, table, snapshot=None, moves=[RefMove(stage, base)], expect={"main": cursor, stage: None},
+            commit(catalog, table, snapshot=None, moves=[RefMove(stage, base)], expect={MAIN: cursor, stage: None},
                    what=f"creating staging branch {stage}")
             return
         except CommitConflictError:
