@@ -142,9 +142,14 @@ class TopicReader:
         return self.cursor.horizons if self.cursor else tuple(0 for _ in range(self.partitions))
 
     def view_start(self, partition: int) -> int:
-        """The first offset the view being read can hold for ``partition``."""
+        """The first offset the view being read can hold for ``partition``.
+
+        Compacted: the cursor's compacted start (the first run's log start, advanced by retention under
+        ``delete,compact``), which may lie above the raw log start when the trim removed rows that raw
+        retention (file-granular) kept.
+        """
         if self.cursor is not None:
-            return min(self.cursor.compacted_start[partition], self.log_start_offsets[partition])
+            return self.cursor.compacted_start[partition]
         return self.log_start_offsets[partition]
 
     def _resolve_start(self, partition: int, position: StartPosition) -> int:

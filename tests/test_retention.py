@@ -228,6 +228,8 @@ def test_delete_compact_trims_the_compacted_view_with_a_new_cursor(spark: SparkS
     second = current_cursor(lake, "c.dc")
     assert second is not None and second.snapshot_id != first.snapshot_id
     assert second.horizons == first.horizons and second.previous == first.snapshot_id
+    # the trim removed offsets 0-2: the compacted start advances to the lowest offset the view keeps
+    assert first.compacted_start == (0,) and second.compacted_start == (3,)
     assert [r.key for r, _ in compacted_rows(lake, "c.dc")] == [b"c"]
     assert [r.key for r in view(lake, "c.dc")] == [b"c"]
     # the raw side keeps its delete rule, capped at the horizon: the old file is gone, offset 3 stays
@@ -236,6 +238,33 @@ def test_delete_compact_trims_the_compacted_view_with_a_new_cursor(spark: SparkS
     again = run_retention(lake, "c.dc", now_ms=T0 + 2 * DAY + 2).as_json()
     assert again["compacted_trim"]["committed"] is False
     assert current_cursor(lake, "c.dc").snapshot_id == second.snapshot_id  # type: ignore[union-attr]
+
+
+@pytest.mark.spark
+def test_delete_compact_advances_the_compacted_start_above_the_raw_log_start(spark: SparkSession,
+                                                                             lake: Lake) -> None:
+    lake.create_topic("c.cs", partitions=2, config={"cleanup.policy": "delete,compact", "retention.ms": str(DAY)})
+    topic = lake.topic("c.cs")
+    # partition 0: old a and young c in ONE raw file, so file-granular raw retention keeps offset 0;
+    # partition 1: young records only, with x superseded (a compaction gap at offset 0, nothing to trim)
+    produce(topic, [*batch("a", T0), *batch("c", T0 + 2 * DAY), *batch("xxy", T0 + 2 * DAY, 1)],
+            now_ms=T0 + 2 * DAY)
+    compact_topic(lake, "c.cs", now_ms=T0 + 2 * DAY)
+    assert current_cursor(lake, "c.cs").compacted_start == (0, 0)  # type: ignore[union-attr]
+    result = run_retention(lake, "c.cs", now_ms=T0 + 2 * DAY + 1).as_json()
+    assert result["compacted_trim"]["committed"] is True and result["compacted_trim"]["rows_removed"] == 1
+    assert result["log_start_offsets"] == {"0": 0, "1": 0}, "raw retention keeps the mixed file"
+    cursor = current_cursor(lake, "c.cs")
+    assert cursor is not None and cursor.compacted_start == (1, 0), "only the trimmed partition advances"
+    # compacted reads: offset 0 is below the compacted start now; raw reads still hold it
+    with pytest.raises(OffsetOutOfRangeError, match=r"compacted view holds \[1, 2\)"):
+        view(lake, "c.cs", start={0: 0})
+    expected = [(0, 1), (1, 1), (1, 2)]  # p0: c; p1: x, y
+    assert [(r.partition, r.offset) for r in view(lake, "c.cs", start={0: 0}, reset="earliest")] == expected
+    assert [(r.partition, r.offset) for r in view(lake, "c.cs", start={0: 1})] == expected
+    assert [r.offset for r in raw(lake, "c.cs", start={0: 0}) if r.partition == 0] == [0, 1]
+    # partition 1 kept its start: offset 0 there is a compaction gap, so reading continues at the next offset
+    assert [(r.partition, r.offset) for r in view(lake, "c.cs", start={1: 0})] == expected
 
 
 @pytest.mark.spark

@@ -358,6 +358,16 @@ class TwoPhaseCompactor:
         hadoop = sc._jsc.hadoopConfiguration()
         hadoop.set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
 
+        trims: dict[int, tuple[int, int | None]] = {}
+        if plan.trim_before_ms is not None and view_at_c is not None:
+            # retention under delete,compact advances the compacted start of each partition it trims to the
+            # lowest offset the view keeps there (SEMANTICS section 5): one narrow pass, a row per partition
+            sc.setJobDescription(f"compactor {self.name}: retention trim (compacted start per partition)")
+            classified = phases.classify_view(view_at_c, winners, now_ms=now, drop_null_keys=drop_keyless,
+                                              trim_before_ms=plan.trim_before_ms)
+            trims = {int(row[ts.PARTITION]): (int(row["trimmed"]),
+                                              None if row["first_kept"] is None else int(row["first_kept"]))
+                     for row in phases.trim_starts(classified).collect()}
         if plan.rewrite is not None and view_at_c is not None:
             started = time.monotonic()
             sc.setJobDescription(f"compactor {self.name}: phases 1+2 (rewrite of the view)")
@@ -436,11 +446,12 @@ class TwoPhaseCompactor:
                 f"{self.name}: the raw range {plan.ranges} holds {range_stats['records']} records, expected "
                 f"{plan.records_in_range} (offsets must be dense); nothing was published")
         return self._cursor(plan, run_id, stage, survivors, doomed, kept_stats, range_stats, timings,
-                            delete_files), delete_files
+                            delete_files, trims), delete_files
 
     def _cursor(self, plan: _Plan, run_id: str, stage: str, survivors: ViewStats, doomed: ViewStats,
                 kept: ViewStats, range_stats: dict[str, Any], timings: dict[str, int],
-                delete_files: list[DeleteFileInfo]) -> Cursor:
+                delete_files: list[DeleteFileInfo], trims: dict[int, tuple[int, int | None]]) -> Cursor:
+        """The new cursor. ``trims``: per partition, rows a retention trim removed and the lowest offset kept."""
         previous = plan.cursor
         view = _combine(survivors, kept)
         with translate_storage_errors(f"reading the staging branch of {self.name}"):
@@ -477,6 +488,10 @@ class TwoPhaseCompactor:
             "view_delete_files": int(summary.get("total-delete-files", 0) or 0) + len(delete_files),
         }
         start = list(previous.compacted_start) if previous else list(plan.log_starts)
+        for partition, (trimmed, first_kept) in trims.items():
+            if trimmed:  # nothing below first_kept is left; an emptied partition continues at its horizon
+                start[partition] = max(start[partition], plan.horizons[partition] if first_kept is None
+                                       else first_kept)
         return Cursor(
             snapshot_id=0,
             horizons=tuple(plan.horizons),

@@ -32,6 +32,7 @@ WORD_SHIFT = 6
 WORD_BITS = 1 << WORD_SHIFT
 SUPERSEDED = "__compactor_superseded"
 DOOMED = "__compactor_doomed"
+TRIMMED = "__compactor_trimmed"
 
 
 def is_tombstone() -> Column:
@@ -100,7 +101,8 @@ def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: in
     tombstones whose stored delete horizon has passed (``delete_horizon_ms <= now``), and keyless rows when
     the setting is now ``drop``. ``with_positions`` keeps Iceberg's ``_file`` and ``_pos`` columns, so the
     marked rows can be written as position deletes by the same pass. ``trim_before_ms`` (retention under
-    ``delete,compact``) also removes rows whose timestamp is older than it.
+    ``delete,compact``) also removes rows whose timestamp is older than it, and marks them (column
+    ``TRIMMED``) so the run can advance the compacted start (``trim_starts``).
     """
     columns = [PARTITION, KEY, OFFSET, TIMESTAMP, DELETE_HORIZON, RECORD_BYTES]
     if with_positions:  # the incremental pass needs no offsets or timestamps: keep it as narrow as possible
@@ -119,10 +121,23 @@ def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: in
     expired = F.col(DELETE_HORIZON).isNotNull() & (F.col(DELETE_HORIZON) <= F.lit(now_ms))
     doomed = superseded | expired
     if trim_before_ms is not None:
-        doomed = doomed | (F.unix_millis(F.col(TIMESTAMP)) < F.lit(trim_before_ms))
+        trimmed = F.unix_millis(F.col(TIMESTAMP)) < F.lit(trim_before_ms)
+        narrow = narrow.withColumn(TRIMMED, trimmed)
+        doomed = doomed | trimmed
     if drop_null_keys:
         doomed = doomed | F.col(KEY).isNull()
     return narrow.withColumn(DOOMED, doomed)
+
+
+def trim_starts(classified: DataFrame) -> DataFrame:
+    """Per partition of a trimmed view: rows the retention trim removes, and the lowest offset the view keeps.
+
+    ``classified`` is ``classify_view`` with ``trim_before_ms`` and without positions (it needs offsets).
+    One row per topic partition that has compacted rows, so the driver receives at most a row per partition.
+    """
+    return (classified.groupBy(PARTITION)
+            .agg(F.count(F.when(F.col(TRIMMED), F.lit(1))).alias("trimmed"),
+                 F.min(F.when(~F.col(DOOMED), F.col(OFFSET))).alias("first_kept")))
 
 
 def surviving_rows(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int,
