@@ -59,6 +59,15 @@ class Bench:
         self.catalog = self.lake.config.catalog_name
         self.now = BASE_TIME_MS + 10**10
 
+    def settle(self) -> None:
+        """Start every timed figure from the same state: a full JVM garbage collection first.
+
+        Without it a figure pays for the garbage of the one before (the naive job leaves the most), so the
+        order of the figures biased them.
+        """
+        self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+        time.sleep(0.2)
+
     def log(self, message: str) -> None:
         print(f"[bench] {message}", flush=True)
 
@@ -115,24 +124,29 @@ class Bench:
         base = Workload(records=a.records, partitions=a.partitions, keys_per_partition=a.keys)
         raw = "bench.t1"
         self.make_topic(raw, base)
-        self.log("warm-up (one untimed scan floor, so the JVM has compiled the Parquet paths)")
-        self.floor(raw, 0.3)
+        self.log("warm-up (an untimed full compaction and scan floor, so the JVM has compiled their code paths)")
+        _, full_stats = self.full(raw)
+        fraction = full_stats["records_kept"] / full_stats["records_read"]
+        self.floor(raw, fraction)
         figures: dict[str, list[float]] = {"naive": [], "floor": [], "full": [], "incremental": []}
         ratios: dict[str, list[float]] = {"full/floor": [], "full/naive": [], "incremental/full": []}
-        full_stats: dict[str, Any] = {}
+        steps: dict[str, Callable[[], float]] = {"full": lambda: self.full(raw)[0],
+                                                 "floor": lambda: self.floor(raw, fraction)}
+        if not a.skip_naive:
+            steps["naive"] = lambda: self.naive(raw)
+        order = list(steps)
         for rep in range(a.repeats):
-            seconds, full_stats = self.full(raw)
-            figures["full"].append(seconds)
-            fraction = full_stats["records_kept"] / full_stats["records_read"]
-            figures["floor"].append(self.floor(raw, fraction))
-            if not a.skip_naive:
-                figures["naive"].append(self.naive(raw))
-            self.log(f"rep {rep + 1}: full {seconds:.2f}s floor {figures['floor'][-1]:.2f}s"
-                     + ("" if a.skip_naive else f" naive {figures['naive'][-1]:.2f}s"))
+            # rotate the order each repetition, so no figure always follows the same one
+            for name in order[rep % len(order):] + order[:rep % len(order)]:
+                self.settle()
+                figures[name].append(steps[name]())
+            self.log(f"rep {rep + 1}: " + " ".join(f"{name} {figures[name][-1]:.2f}s" for name in order))
         cursor = self.lake.catalog.load_table(f"{raw}__compacted").metadata.refs["main"].snapshot_id
         append(self.lake.topic(raw), base, int(a.records * a.append_share), seed=99)
         incremental_stats: dict[str, Any] = {}
+        self.incremental(raw, cursor)  # warm-up
         for rep in range(a.repeats):
+            self.settle()
             seconds, incremental_stats = self.incremental(raw, cursor)
             figures["incremental"].append(seconds)
             self.log(f"rep {rep + 1}: incremental {seconds:.2f}s")
@@ -151,8 +165,12 @@ class Bench:
             self.log(f"{name}: first compaction {seconds:.1f}s")
             start = self.lake.catalog.load_table(f"{name}__compacted").metadata.refs["main"].snapshot_id
             append(self.lake.topic(name), bigger, int(a.records * a.append_share), seed=199)
-            runs = [self.incremental(name, start)[0] for _ in range(a.repeats)]
-            history[f"{multiplier}x"] = summarise(runs)
+            self.incremental(name, start)  # warm-up
+            runs = []
+            for _ in range(a.repeats):
+                self.settle()
+                runs.append(self.incremental(name, start)[0])
+            history[f"{multiplier}x"] = {**summarise(runs), "first_compaction_seconds": round(seconds, 3)}
             self.log(f"{name}: incremental {statistics.median(runs):.2f}s (median)")
         return {
             "workload": base.__dict__,
