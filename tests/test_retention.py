@@ -243,19 +243,21 @@ def test_delete_compact_trims_the_compacted_view_with_a_new_cursor(spark: SparkS
 @pytest.mark.spark
 def test_delete_compact_advances_the_compacted_start_above_the_raw_log_start(spark: SparkSession,
                                                                              lake: Lake) -> None:
-    lake.create_topic("c.cs", partitions=2, config={"cleanup.policy": "delete,compact", "retention.ms": str(DAY)})
+    lake.create_topic("c.cs", partitions=3, config={"cleanup.policy": "delete,compact", "retention.ms": str(DAY)})
     topic = lake.topic("c.cs")
     # partition 0: old a and young c in ONE raw file, so file-granular raw retention keeps offset 0;
-    # partition 1: young records only, with x superseded (a compaction gap at offset 0, nothing to trim)
-    produce(topic, [*batch("a", T0), *batch("c", T0 + 2 * DAY), *batch("xxy", T0 + 2 * DAY, 1)],
+    # partition 1: young records only, with x superseded (a compaction gap at offset 0, nothing to trim);
+    # partition 2: one old record, so the trim empties its compacted rows
+    produce(topic, [*batch("a", T0), *batch("c", T0 + 2 * DAY), *batch("xxy", T0 + 2 * DAY, 1), *batch("z", T0, 2)],
             now_ms=T0 + 2 * DAY)
     compact_topic(lake, "c.cs", now_ms=T0 + 2 * DAY)
-    assert current_cursor(lake, "c.cs").compacted_start == (0, 0)  # type: ignore[union-attr]
+    assert current_cursor(lake, "c.cs").compacted_start == (0, 0, 0)  # type: ignore[union-attr]
     result = run_retention(lake, "c.cs", now_ms=T0 + 2 * DAY + 1).as_json()
-    assert result["compacted_trim"]["committed"] is True and result["compacted_trim"]["rows_removed"] == 1
-    assert result["log_start_offsets"] == {"0": 0, "1": 0}, "raw retention keeps the mixed file"
+    assert result["compacted_trim"]["committed"] is True and result["compacted_trim"]["rows_removed"] == 2
+    assert result["log_start_offsets"] == {"0": 0, "1": 0, "2": 1}, "raw retention keeps the mixed file"
     cursor = current_cursor(lake, "c.cs")
-    assert cursor is not None and cursor.compacted_start == (1, 0), "only the trimmed partition advances"
+    assert cursor is not None and cursor.compacted_start == (1, 0, 1), \
+        "trimmed partitions advance (an emptied one to its horizon); the untrimmed one stays"
     # compacted reads: offset 0 is below the compacted start now; raw reads still hold it
     with pytest.raises(OffsetOutOfRangeError, match=r"compacted view holds \[1, 2\)"):
         view(lake, "c.cs", start={0: 0})
