@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compactor import failpoints
-from compactor.catalog import translate_storage_errors
+from compactor.catalog import first_line, translate_storage_errors
 from compactor.clock import resolve_now_ms
 from compactor.compaction.compacted_table import ensure_compacted_table
 from compactor.compaction.cursor import (
@@ -589,8 +589,6 @@ def spark_commit_conflicts(what: str) -> Iterator[None]:
         yield
     except Exception as exc:
         if type(exc).__name__ == "Py4JJavaError" and "org.apache.iceberg.exceptions.CommitFailedException" in str(exc):
-            from compactor.catalog import first_line
-
             raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
         raise
 
