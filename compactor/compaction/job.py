@@ -605,12 +605,6 @@ def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _view_columns() -> list[str]:
-    from compactor.compaction.compacted_table import VIEW_COLUMNS
-
-    return list(VIEW_COLUMNS)
-
-
 def _range_condition(ranges: dict[int, tuple[int, int]]) -> Column:
     from pyspark.sql import functions as F
 
