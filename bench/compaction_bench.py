@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.workload import BASE_TIME_MS, Workload, append
 from compactor.compaction.job import TwoPhaseCompactor
-from compactor.compaction.publish import RefMove, commit
+from compactor.iceberg.commits import RefMove, commit
 from compactor.lake import Lake
 from compactor.spark.session import get_or_create_session
 

@@ -36,9 +36,9 @@ import pyarrow as pa
 from pyiceberg.expressions import AlwaysFalse, BooleanExpression, Or
 
 from bench.workload import BASE_TIME_MS, Workload, append
-from compactor.compaction.cursor import load_compacted
 from compactor.compaction.job import TwoPhaseCompactor
-from compactor.expressions import at_least, equal
+from compactor.cursor import load_compacted
+from compactor.iceberg.expressions import at_least, equal
 from compactor.lake import Lake
 from compactor.spark.session import get_or_create_session
 from readers.reader import TopicReader

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compactor.topics import schema as ts
+from compactor import properties as props
+from compactor import schema as ts
 from compactor.topics.state import encode_offsets
 from compactor.topics.topic import Topic
 
@@ -73,9 +74,9 @@ def append(topic: Topic, w: Workload, records: int, seed: int) -> None:
         new_next = [n + count for n in state.next_offsets]
         new_bytes = [b + s for b, s in zip(state.logical_bytes, sizes, strict=True)]
         tx = topic.table.transaction()
-        tx.set_properties({ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
-                           ts.LOGICAL_BYTES_PROPERTY: encode_offsets(new_bytes)})
+        tx.set_properties({props.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
+                           props.LOGICAL_BYTES_PROPERTY: encode_offsets(new_bytes)})
         tx.append(batch, snapshot_properties={"compactor.operation": "bench-append",
-                                              ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next)})
+                                              props.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next)})
         tx.commit_transaction()
     topic.refresh()

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compactor import metrics
-from compactor.catalog import first_line
 from compactor.clock import resolve_now_ms
+from compactor.iceberg.catalog import first_line
 
 if TYPE_CHECKING:
     from compactor.lake import Lake

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 from compactor.errors import InputError
-from compactor.topics.settings import MAX_TIMESTAMP_MS
+
+# The largest record timestamp (9999-12-31T23:59:59.999Z), as Kafka's tools accept.
+MAX_TIMESTAMP_MS = 253402300799999
 
 
 def wall_clock_ms() -> int:

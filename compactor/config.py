@@ -156,6 +156,19 @@ class LakeConfig:
         return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3)
 
 
+def mask_password(url: str, replacement: str = "***") -> str:
+    """``scheme://user:secret@host/db`` with the password replaced (``***`` for messages; the deployment command
+    uses an environment reference). A URL without a password is returned unchanged."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    if ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:{replacement}@{host}"
+
+
 def normalise_warehouse(location: str) -> str:
     """Return ``file:///abs/path`` for local directories and ``s3://bucket/prefix`` for S3."""
     text = location.strip()

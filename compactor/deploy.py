@@ -20,8 +20,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from compactor.config import LakeConfig
-from compactor.spark.jars import ICEBERG_RUNTIME, POSTGRES_JDBC, S3A_JARS, SHADED_JACKSON, SQLITE_JDBC, jars_dir
+from compactor.config import LakeConfig, mask_password
+from compactor.errors import UsageError
+from compactor.spark.jars import required_jars
 from compactor.spark.session import ICEBERG_EXTENSIONS, catalog_settings
 
 SECRET_KEYS = {
@@ -29,17 +30,12 @@ SECRET_KEYS = {
     "spark.hadoop.fs.s3a.secret.key": "${AWS_SECRET_ACCESS_KEY}",
     "spark.hadoop.fs.s3a.session.token": "${AWS_SESSION_TOKEN}",
 }
-SUBMIT_SCRIPT = Path(__file__).resolve().parent / "compaction" / "submit.py"
+SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
 
 
 def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]:
-    """The jars the cluster needs for ``config`` (from ``infra/setup.sh --s3``'s jar directory)."""
-    base = directory or jars_dir()
-    jars = [str(base / ICEBERG_RUNTIME), str(base / SHADED_JACKSON)]
-    if config.is_s3:
-        jars += [str(base / name) for name in S3A_JARS]
-    jars.append(SQLITE_JDBC if config.catalog.is_sqlite else POSTGRES_JDBC)
-    return jars
+    """The jars ``spark-submit --jars`` ships for ``config`` (from ``infra/setup.sh --s3``'s jar directory)."""
+    return required_jars(s3=config.is_s3, postgres=not config.catalog.is_sqlite, directory=directory, check=False)
 
 
 def spark_conf(config: LakeConfig) -> dict[str, str]:
@@ -58,27 +54,15 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
                    extra_conf: Mapping[str, str] | None = None) -> list[str]:
     """The ``spark-submit`` argument list that runs ``compactor <verb>`` on ``master``."""
     if not verb:
-        raise ValueError("give the compactor verb to run, e.g. compact NAME or clean --interval 60")
+        raise UsageError("give the compactor verb to run, e.g. compact NAME or clean --interval 60")
     command = ["spark-submit", "--master", master, "--deploy-mode", "client", "--name",
                f"compactor {' '.join(verb[:2])}", "--jars", ",".join(jars or cluster_jars(config))]
     for key, value in {**spark_conf(config), **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(SUBMIT_SCRIPT), "--warehouse", warehouse]
     if catalog_uri:
-        command += ["--catalog-uri", hide_password(catalog_uri)]
+        command += ["--catalog-uri", mask_password(catalog_uri, "${COMPACTOR_CATALOG_PASSWORD}")]
     return command + list(verb)
-
-
-def hide_password(uri: str) -> str:
-    """``postgresql://u:secret@h/db`` -> ``postgresql://u:${COMPACTOR_CATALOG_PASSWORD}@h/db``."""
-    if "://" not in uri or "@" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    if ":" not in credentials:
-        return uri
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:${{COMPACTOR_CATALOG_PASSWORD}}@{host}"
 
 
 def render(command: Sequence[str]) -> str:
@@ -107,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         command = submit_command(config, verb, master=args.master, warehouse=args.warehouse,
                                  catalog_uri=args.catalog_uri, jars=cluster_jars(config, args.jars_dir))
-    except ValueError as exc:
+    except UsageError as exc:
         parser.error(str(exc))
     print(render(command))
     return 0

@@ -52,6 +52,12 @@ class OffsetOutOfRangeError(InputError, IndexError):
     """A start position is outside what the view being read holds (Kafka's OffsetOutOfRange)."""
 
 
+class UsageError(InputError):
+    """Arguments that are well-formed for the parser but not for the verb (exit status 2, like argparse)."""
+
+    exit_code = 2
+
+
 class PolicyError(InputError):
     """The topic's ``cleanup.policy`` does not allow the requested operation."""
 
@@ -81,6 +87,10 @@ class CursorExpiredError(NotFoundError):
 
 class SnapshotExpiredError(NotFoundError):
     """A pinned snapshot is gone (the reader outlived its lease)."""
+
+
+class MissingJarsError(NotFoundError):
+    """The Spark jars are not where the set-up script puts them (run ``infra/setup.sh``)."""
 
 
 # --- integrity ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from compactor.errors import InjectedFailureError
+from compactor.errors import InjectedFailureError, InputError
 
 ENV = "COMPACTOR_FAILPOINTS"
 MARKER_ENV = "COMPACTOR_FAILPOINT_MARKER"
@@ -36,7 +36,7 @@ def parse(text: str) -> dict[str, str]:
         name, _, action = item.partition("=")
         action = action or "raise"
         if action not in ACTIONS:
-            raise ValueError(f"unknown failpoint action {action!r} for {name!r} (use {', '.join(ACTIONS)})")
+            raise InputError(f"unknown failpoint action {action!r} for {name!r} (use {', '.join(ACTIONS)})")
         out[name] = action
     return out
 

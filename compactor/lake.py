@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
@@ -19,20 +20,31 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
 )
 
-from compactor.catalog import load_table, open_catalog, translate_storage_errors
+from compactor import properties as props
+from compactor import schema as ts
 from compactor.config import LakeConfig
-from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
-from compactor.topics import schema as ts
+from compactor.errors import InputError, TopicExistsError, TopicNotFoundError
+from compactor.iceberg.catalog import load_table, open_catalog, translate_storage_errors
+from compactor.iceberg.storage import delete_prefix
+from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import validate_updates
 from compactor.topics.state import encode_offsets
+from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from compactor.topics.topic import Topic
-
 MAX_PARTITIONS = 10_000
+
+
+@dataclass(frozen=True)
+class DeletedTopic(JsonResult):
+    """What ``topic delete`` did."""
+
+    topic: str
+    deleted: bool
+    removed_files: int
 
 
 class Lake:
@@ -68,30 +80,24 @@ class Lake:
 
     def topic(self, name: str | TopicName) -> Topic:
         """Open an existing topic; ``TopicNotFoundError`` / ``NotATopicError`` otherwise."""
-        from compactor.topics.topic import Topic
-
         topic_name = name if isinstance(name, TopicName) else TopicName.parse(name)
         table = load_table(self.catalog, topic_name.identifier)
-        return Topic(self, topic_name, table)
+        return Topic(self.catalog, topic_name, table)
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> Topic:
         """Create a topic (and its namespace if needed). Settings are validated before anything is made."""
-        from compactor.topics.topic import Topic
-
         topic_name = TopicName.parse(name)
         if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
-            from compactor.errors import InputError
-
             raise InputError(f"--partitions must be an integer between 1 and {MAX_PARTITIONS}, got {partitions!r}")
         to_set, _, _ = validate_updates({}, dict(config or {}))
         properties = {
-            **ts.TOPIC_TABLE_PROPERTIES,
+            **props.TOPIC_TABLE_PROPERTIES,
             **to_set,
-            ts.MARKER_PROPERTY: ts.MARKER_VALUE,
-            ts.PARTITIONS_PROPERTY: str(partitions),
-            ts.NEXT_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
-            ts.LOG_START_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
-            ts.LOGICAL_BYTES_PROPERTY: encode_offsets([0] * partitions),
+            props.MARKER_PROPERTY: props.MARKER_VALUE,
+            props.PARTITIONS_PROPERTY: str(partitions),
+            props.NEXT_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
+            props.LOG_START_OFFSETS_PROPERTY: encode_offsets([0] * partitions),
+            props.LOGICAL_BYTES_PROPERTY: encode_offsets([0] * partitions),
         }
         with translate_storage_errors(f"creating topic {topic_name}"):
             with contextlib.suppress(NamespaceAlreadyExistsError):
@@ -111,7 +117,7 @@ class Lake:
                 )
             except TableAlreadyExistsError:
                 raise TopicExistsError(f"topic '{topic_name}' already exists") from None
-        return Topic(self, topic_name, table)
+        return Topic(self.catalog, topic_name, table)
 
     def _new_location(self, name: TopicName) -> str:
         """A fresh table location per topic incarnation, so a re-created topic never sees old files."""
@@ -131,7 +137,7 @@ class Lake:
                         table = self.catalog.load_table(full)
                     except NoSuchTableError:
                         continue  # dropped while we listed
-                    if table.metadata.properties.get(ts.MARKER_PROPERTY) == ts.MARKER_VALUE:
+                    if table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE:
                         found.append(full)
         return sorted(found)
 
@@ -147,10 +153,8 @@ class Lake:
                 pending.extend(tuple(ns) for ns in self.catalog.list_namespaces(namespace) if tuple(ns) != namespace)
         return sorted(seen)
 
-    def delete_topic(self, name: str) -> dict[str, Any]:
+    def delete_topic(self, name: str) -> DeletedTopic:
         """Drop a topic, its compacted view, and every file under their locations."""
-        from compactor.storage import delete_prefix
-
         topic = self.topic(name)  # validates it is a topic
         locations = [topic.table.metadata.location]
         removed_files = 0
@@ -167,19 +171,10 @@ class Lake:
                 raise TopicNotFoundError(f"unknown topic '{topic.name}'") from None
             for location in locations:
                 removed_files += delete_prefix(self.config, location)
-        return {"topic": str(topic.name), "deleted": True, "removed_files": removed_files}
+        return DeletedTopic(str(topic.name), True, removed_files)
 
     def close(self) -> None:
         if self._catalog is not None:
             with contextlib.suppress(Exception):
                 self._catalog.engine.dispose()
             self._catalog = None
-
-
-def check_is_topic(name: TopicName, table: Any) -> None:
-    """Raise ``NotATopicError`` unless ``table`` carries the topic marker and the topic schema."""
-    props = table.metadata.properties
-    if props.get(ts.MARKER_PROPERTY) != ts.MARKER_VALUE:
-        raise NotATopicError(f"table '{name}' is not a topic (it lacks the '{ts.MARKER_PROPERTY}' marker)")
-    if not ts.schema_matches(table.schema()):
-        raise NotATopicError(f"table '{name}' carries the topic marker but its schema is not a topic's")

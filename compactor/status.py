@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from compactor.clock import resolve_now_ms
-from compactor.compaction.cursor import Cursor, load_compacted, retained_cursors
 from compactor.compaction.horizons import RawSnapshotView
 from compactor.compaction.triggers import Assessment, assess
+from compactor.cursor import Cursor, load_compacted, retained_cursors
 from compactor.metrics import compaction_metrics
 from compactor.topics.naming import TopicName
 from compactor.topics.state import offsets_to_dict

@@ -14,16 +14,9 @@ import numpy as np
 import pyarrow as pa
 from pyiceberg.table import FileScanTask
 
-from compactor.topics.schema import OFFSET
-from compactor.topics.topic import OFFSET_FIELD_ID, file_bound
-from readers.arrow_io import TaskReader, stream_tasks
-
-
-def task_range(task: FileScanTask) -> tuple[int, int]:
-    """``(first, last)`` offset of a task's data file from its statistics (unknown: the widest range)."""
-    lo = file_bound(task.file.lower_bounds, OFFSET_FIELD_ID, "long")
-    hi = file_bound(task.file.upper_bounds, OFFSET_FIELD_ID, "long")
-    return (lo if lo is not None else -1, hi if hi is not None else 2**63 - 1)
+from compactor.iceberg.bounds import task_range
+from compactor.iceberg.scan import TaskReader, stream_tasks
+from compactor.schema import OFFSET
 
 
 def clusters(tasks: Sequence[FileScanTask]) -> list[list[FileScanTask]]:

@@ -21,9 +21,9 @@ import pyarrow as pa
 from pyiceberg.expressions import And, BooleanExpression
 from pyiceberg.table import FileScanTask
 
-from compactor.catalog import first_line
+from compactor import schema as ts
 from compactor.clock import resolve_now_ms
-from compactor.compaction.cursor import CompactedState, Cursor, load_compacted, retained_cursors
+from compactor.cursor import CompactedState, Cursor, load_compacted, retained_cursors
 from compactor.errors import (
     CursorCorruptError,
     CursorExpiredError,
@@ -31,13 +31,15 @@ from compactor.errors import (
     OffsetOutOfRangeError,
     SnapshotExpiredError,
 )
-from compactor.expressions import partition_range, ranges
-from compactor.topics import schema as ts
+from compactor.iceberg.bounds import file_bound, task_range
+from compactor.iceberg.catalog import first_line
+from compactor.iceberg.expressions import partition_range, ranges
+from compactor.iceberg.scan import TaskReader
+from compactor.schema import TIMESTAMP_FIELD_ID
 from compactor.topics.naming import TopicName
 from compactor.topics.records import Record
-from compactor.topics.topic import TIMESTAMP_FIELD_ID, Topic, file_bound
-from readers.arrow_io import TaskReader
-from readers.ordering import ordered_batches, ordered_units, task_range
+from compactor.topics.topic import Topic
+from readers.ordering import ordered_batches, ordered_units
 from readers.positions import ResetPolicy, StartPosition, StartSpec, normalise_start
 
 if TYPE_CHECKING:
@@ -349,9 +351,4 @@ def batch_to_records(batch: pa.RecordBatch) -> Iterator[Record]:
         yield Record(partitions[i], offsets[i], stamps[i] // 1000, keys[i], values[i], hdrs)
 
 
-def open_reader(lake: Lake, topic: str, *, read_compacted: bool = False, **kwargs: Any) -> TopicReader:
-    """Open a pinned reader (``read_compacted=True`` for the compacted view)."""
-    return TopicReader(lake, topic, read_compacted=read_compacted, **kwargs)
-
-
-__all__ = ["Segment", "TopicReader", "batch_to_records", "open_reader"]
+__all__ = ["Segment", "TopicReader", "batch_to_records"]

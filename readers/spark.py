@@ -17,23 +17,16 @@ from collections.abc import Mapping
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from compactor.topics import schema as ts
+from compactor import schema as ts
+from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 from readers.positions import ResetPolicy, StartSpec
-from readers.reader import Segment, TopicReader
+from readers.reader import TopicReader
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from compactor.lake import Lake
-
-
-def _segment_condition(segments: list[Segment]) -> Column | None:
-    from pyspark.sql import functions as F
-
-    terms = [(F.col(ts.PARTITION) == s.partition) & (F.col(ts.OFFSET) >= s.lo) & (F.col(ts.OFFSET) < s.hi)
-             for s in segments]
-    return reduce(lambda a, b: a | b, terms) if terms else None
 
 
 def read_topic_dataframe(
@@ -67,7 +60,7 @@ def dataframe_of(lake: Lake, reader: TopicReader, *, ordered: bool = False) -> D
     for compacted in (True, False):
         chosen = [s for s in segments if s.compacted == compacted]
         snapshot_id = (reader.cursor.snapshot_id if reader.cursor else None) if compacted else reader.raw_snapshot_id
-        condition = _segment_condition(chosen)
+        condition = offset_ranges((s.partition, s.lo, s.hi) for s in chosen)
         if condition is None or snapshot_id is None:
             continue
         frame = (spark.read.format("iceberg").option("snapshot-id", str(snapshot_id))

@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import EqualTo, Reference
 
+from compactor import schema as ts
 from compactor.errors import InputError
-from compactor.topics import schema as ts
 from compactor.topics.naming import TopicName
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import Record

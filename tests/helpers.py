@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from compactor.compaction.compacted_table import DELETE_HORIZON
-from compactor.compaction.cursor import Cursor, load_compacted
+from compactor.cursor import Cursor, load_compacted
 from compactor.lake import Lake
+from compactor.schema import DELETE_HORIZON
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from readers.reader import TopicReader, batch_to_records

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from compactor import properties as props
 from compactor.cleaner import Cleaner
 from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
-from compactor.topics import schema as ts
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from tests.helpers import current_cursor, raw
@@ -60,7 +60,7 @@ def test_a_failing_topic_does_not_stop_the_others_and_is_backed_off(lake: Lake) 
         lake.create_topic(name, config={"retention.ms": str(HOUR)})
         produce(lake.topic(name), records(2, "k"), now_ms=T0)
     bad = lake.topic("f.bad").table.transaction()
-    bad.set_properties({ts.NEXT_OFFSETS_PROPERTY: "not json"})  # a corrupt topic
+    bad.set_properties({props.NEXT_OFFSETS_PROPERTY: "not json"})  # a corrupt topic
     bad.commit_transaction()
     cleaner = Cleaner(lake, backoff_s=3600)
     first = cleaner.run_once(now_ms=T0 + 2 * HOUR)
@@ -114,7 +114,7 @@ def test_clean_interval_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     lake.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}
     process = subprocess.Popen(
-        [sys.executable, "-m", "compactor.compaction.submit", "--warehouse", str(warehouse), "clean",
+        [sys.executable, "-m", "compactor.cli.submit", "--warehouse", str(warehouse), "clean",
          "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stdout is not None
@@ -136,7 +136,7 @@ def test_clean_once_exits_nonzero_when_a_topic_failed(lake: Lake, capsys: pytest
     lake.create_topic("h.ok")
     lake.create_topic("h.bad")
     bad = lake.topic("h.bad").table.transaction()
-    bad.set_properties({ts.NEXT_OFFSETS_PROPERTY: "[1, 2]"})
+    bad.set_properties({props.NEXT_OFFSETS_PROPERTY: "[1, 2]"})
     bad.commit_transaction()
     monkeypatch.setenv("COMPACTOR_CATALOG_NAME", lake.config.catalog_name)
     assert main(["--warehouse", lake.config.warehouse, "clean", "--once", "--now-ms", str(T0)]) == 1

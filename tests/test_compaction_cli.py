@@ -80,8 +80,8 @@ def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: La
 
 
 def test_submit_module_is_the_command_line(tmp_path: Path) -> None:
-    """``spark-submit compactor/compaction/submit.py ARGS`` runs the same command line as ``compactor ARGS``."""
-    result = subprocess.run([sys.executable, "-m", "compactor.compaction.submit", "--warehouse",
+    """``spark-submit compactor/cli/submit.py ARGS`` runs the same command line as ``compactor ARGS``."""
+    result = subprocess.run([sys.executable, "-m", "compactor.cli.submit", "--warehouse",
                              str(tmp_path / "wh"), "topic", "create", "a.t"],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr

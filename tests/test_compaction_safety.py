@@ -17,8 +17,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 from compactor import failpoints
-from compactor.compaction.cursor import STAGE_PREFIX, TAG_PREFIX
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
+from compactor.cursor import STAGE_PREFIX, TAG_PREFIX
 from compactor.errors import CursorCorruptError, CursorMovedError, InjectedFailureError
 from compactor.lake import Lake
 from compactor.topics.records import ProducerRecord
@@ -126,9 +126,10 @@ def test_creating_the_staging_branch_survives_a_racing_commit(spark: SparkSessio
     read the current metadata, before its conditional update): the branch commit loses that race, is retried
     on the refreshed table, and the run publishes normally."""
     from compactor.compaction import publish
+    from compactor.iceberg import commits
 
     model = seeded(lake)
-    real_commit, real_write = publish.commit, SqlCatalog._write_metadata
+    real_commit, real_write = commits.commit, SqlCatalog._write_metadata
     state = {"creating": False, "raced": False}
 
     def commit(catalog: Any, table: Any, **kwargs: Any) -> None:
@@ -321,7 +322,7 @@ def test_ambiguous_failure_that_landed_counts_as_committed(spark: SparkSession, 
 
 
 def test_a_corrupt_cursor_is_an_error_not_a_fallback(spark: SparkSession, lake: Lake) -> None:
-    from compactor.compaction.publish import RefMove, build_snapshot, commit
+    from compactor.iceberg.commits import RefMove, build_snapshot, commit
 
     seeded(lake)
     table = lake.catalog.load_table("s.t__compacted")

@@ -41,7 +41,7 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
     assert command[-2:] == ["compact", "shop.orders"]
     assert command[-4:-2] == ["--catalog-uri", "postgresql://compactor:${COMPACTOR_CATALOG_PASSWORD}@postgres:5432/catalog"]
-    assert command[-7].endswith("compactor/compaction/submit.py")
+    assert command[-7].endswith("compactor/cli/submit.py")
 
 
 def test_deploy_cli_requires_a_verb(capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,7 +131,7 @@ def test_the_command_line_on_each_backend(backend: Backend) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "AWS_"))}
     env.update(backend.env)
     env["COMPACTOR_CATALOG_NAME"] = backend.lake.config.catalog_name
-    base = [sys.executable, "-m", "compactor.compaction.submit", "--warehouse", backend.warehouse,
+    base = [sys.executable, "-m", "compactor.cli.submit", "--warehouse", backend.warehouse,
             "--catalog-uri", backend.catalog_uri]
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

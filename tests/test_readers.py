@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from compactor import schema as ts
 from compactor.compaction.job import compact_topic
 from compactor.errors import CursorExpiredError, OffsetOutOfRangeError, TopicNotFoundError
 from compactor.lake import Lake
-from compactor.topics import schema as ts
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record

@@ -9,6 +9,8 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from compactor import properties as props
+from compactor import schema as ts
 from compactor.errors import (
     InputError,
     InvalidSettingError,
@@ -18,7 +20,7 @@ from compactor.errors import (
     TopicNotFoundError,
 )
 from compactor.lake import Lake
-from compactor.topics import schema as ts
+from compactor.topics.describe import describe_topic
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 
@@ -29,7 +31,7 @@ def test_create_makes_namespace_and_a_topic_table(lake: Lake) -> None:
     assert topic.settings.compacts
     table = lake.catalog.load_table("events.orders")
     assert ts.schema_matches(table.schema())
-    assert table.metadata.properties[ts.MARKER_PROPERTY] == ts.MARKER_VALUE
+    assert table.metadata.properties[props.MARKER_PROPERTY] == props.MARKER_VALUE
     assert table.metadata.properties["commit.retry.num-retries"] == "0"
     assert table.metadata.properties["compactor.cleanup.policy"] == "compact"
     assert [f.name for f in table.spec().fields] == ["partition"]
@@ -86,7 +88,7 @@ def test_a_table_that_is_not_a_topic(lake: Lake) -> None:
         lake.topic("a.plain")
     # a marker on the wrong schema is not enough either
     lake.catalog.create_table("a.fake", schema=Schema(NestedField(1, "x", LongType(), required=False)),
-                              properties={ts.MARKER_PROPERTY: ts.MARKER_VALUE})
+                              properties={props.MARKER_PROPERTY: props.MARKER_VALUE})
     with pytest.raises(NotATopicError, match="schema"):
         lake.topic("a.fake")
 
@@ -115,15 +117,16 @@ def test_describe_reports_offsets_sizes_and_erasure_bound(lake: Lake) -> None:
                                                            "history.expire.max-snapshot-age-ms": "200",
                                                            "compaction.cursor.retain-ms": "30"})
     produce(topic, [ProducerRecord(b"k", b"v", partition=1)] * 3)
-    info = topic.refresh().describe()
-    assert info["next_offsets"] == {"0": 0, "1": 3}
-    assert info["log_start_offsets"] == {"0": 0, "1": 0}
-    assert info["records"] == 3
-    assert info["by_partition"]["1"]["records"] == 3 and info["by_partition"]["1"]["bytes"] > 0
-    assert info["erasure_bound"]["bound_ms"] == 1230
-    assert "partition" in info["schema"]
+    info = describe_topic(topic.refresh())
+    assert info.next_offsets == {"0": 0, "1": 3}
+    assert info.log_start_offsets == {"0": 0, "1": 0}
+    assert info.records == 3
+    assert info.by_partition["1"].records == 3 and info.by_partition["1"].bytes > 0
+    assert info.erasure_bound.bound_ms == 1230
+    assert "partition" in info.schema
+    assert info.as_json()["erasure_bound"]["bound_ms"] == 1230
     topic.set_config({"retention.ms": "-1"})
-    assert topic.describe()["erasure_bound"]["bound_ms"] is None
+    assert describe_topic(topic).erasure_bound.bound_ms is None
 
 
 def test_delete_drops_tables_and_files(lake: Lake, tmp_path: Path) -> None:
@@ -132,7 +135,7 @@ def test_delete_drops_tables_and_files(lake: Lake, tmp_path: Path) -> None:
     location = Path(topic.table.metadata.location.replace("file://", ""))
     assert any(location.rglob("*.parquet"))
     result = lake.delete_topic("a.t")
-    assert result["removed_files"] > 0
+    assert result.removed_files > 0
     assert not location.exists()
     with pytest.raises(TopicNotFoundError):
         lake.topic("a.t")

@@ -14,21 +14,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from compactor.cli import maintenance, records, topic
 from compactor.errors import CompactorError
+from compactor.iceberg.catalog import first_line
 
-EXIT_USAGE = 2
-EXIT_OUTCOME_UNKNOWN = 75
-
-
-class UsageError(CompactorError):
-    """Arguments that are well-formed for argparse but not for the verb (exit status 2)."""
-
-    exit_code = EXIT_USAGE
+# Every verb registers itself the same way: a module with ``register(subparsers)`` whose parsers set ``handler``.
+VERB_MODULES = (topic, records, maintenance)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compactor.cli import commands as c
-
     parser = argparse.ArgumentParser(
         prog="compactor",
         description="Pulsar-style, non-destructive two-phase topic compaction on Apache Iceberg.",
@@ -40,52 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default=os.environ.get("COMPACTOR_LOG_LEVEL", "INFO"),
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="progress and summary logging on stderr")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-
-    topic = verbs.add_parser("topic", help="create, configure, list, describe or delete topics")
-    topic_verbs = topic.add_subparsers(dest="topic_verb", metavar="ACTION", required=True)
-    create = topic_verbs.add_parser("create", help="create a topic (NAME is namespace.topic)")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=1, help="partition count, fixed at create (default 1)")
-    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic setting")
-    create.set_defaults(handler=c.topic_create)
-    config = topic_verbs.add_parser("config", help="show or change a topic's settings")
-    config.add_argument("name")
-    config.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    config.add_argument("--unset", action="append", default=[], metavar="KEY", help="restore the default")
-    config.set_defaults(handler=c.topic_config)
-    listing = topic_verbs.add_parser("list", help="list topics")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=c.topic_list)
-    describe = topic_verbs.add_parser("describe", help="schema, settings, sizes, offsets, erasure bound")
-    describe.add_argument("name")
-    describe.add_argument("--json", action="store_true")
-    describe.set_defaults(handler=c.topic_describe)
-    delete = topic_verbs.add_parser("delete", help="drop a topic with all its data")
-    delete.add_argument("name")
-    delete.set_defaults(handler=c.topic_delete)
-
-    produce = verbs.add_parser("produce", help="append JSON Lines records as one atomic batch")
-    produce.add_argument("name")
-    produce.add_argument("--file", help="JSON Lines input (default: standard input)")
-    produce.add_argument("--batch-id", help="idempotence key: re-sending a committed batch appends nothing")
-    produce.add_argument("--now-ms", type=int, help="override the clock (milliseconds since the epoch)")
-    produce.set_defaults(handler=c.produce)
-
-    read = verbs.add_parser("read", help="print records as JSON Lines in partition, offset order")
-    read.add_argument("name")
-    mode = read.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--compacted", action="store_true", help="compacted view, then the raw tail")
-    mode.add_argument("--raw", action="store_true", help="the raw log")
-    read.add_argument("--from-offset", action="append", default=[], metavar="P:O")
-    read.add_argument("--from-timestamp", action="append", default=[], metavar="P:T")
-    read.add_argument("--reset", choices=["earliest", "latest"], help="where to start when an offset is out of range")
-    read.add_argument("--as-of-cursor", type=int, metavar="ID", help="read as of a retained cursor")
-    read.add_argument("--format", choices=["jsonl"], default="jsonl")
-    read.add_argument("--now-ms", type=int, help=argparse.SUPPRESS)
-    read.set_defaults(handler=c.read)
-
-    for extra in c.EXTRA_VERBS:
-        extra(verbs)
+    for module in VERB_MODULES:
+        module.register(verbs)
     return parser
 
 
@@ -143,8 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # an unexpected failure still gets one line naming it
         logging.getLogger("compactor").debug("unexpected failure", exc_info=True)
-        from compactor.catalog import first_line
-
         print(f"compactor: error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 1
     return int(code or 0)

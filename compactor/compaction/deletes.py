@@ -32,8 +32,8 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
 from compactor.config import LakeConfig
-from compactor.storage import filesystem, fs_path, list_files
-from compactor.topics.schema import PARTITION
+from compactor.iceberg.storage import filesystem, fs_path, list_files
+from compactor.schema import PARTITION
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

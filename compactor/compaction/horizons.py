@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compactor.expressions import partition_range
-from compactor.topics import schema as ts
-from compactor.topics.topic import TIMESTAMP_FIELD_ID, file_bound
-from readers.arrow_io import TaskReader
-from readers.ordering import task_range
+from compactor import schema as ts
+from compactor.iceberg.bounds import file_bound, task_range
+from compactor.iceberg.expressions import partition_range
+from compactor.iceberg.scan import TaskReader
+from compactor.schema import TIMESTAMP_FIELD_ID
 
 
 @dataclass(frozen=True)

@@ -36,18 +36,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compactor import failpoints
-from compactor.catalog import first_line, translate_storage_errors
+from compactor import properties as props
+from compactor import schema as ts
 from compactor.clock import resolve_now_ms
-from compactor.compaction.compacted_table import ensure_compacted_table
-from compactor.compaction.cursor import (
-    MAIN,
-    STAGE_PREFIX,
-    TAG_PREFIX,
-    Cursor,
-    ViewStats,
-    cursor_properties,
-    parse_cursor,
-)
 from compactor.compaction.deletes import (
     DeleteFileInfo,
     collect_delete_files,
@@ -56,15 +47,18 @@ from compactor.compaction.deletes import (
     write_position_deletes,
 )
 from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons
-from compactor.compaction.publish import (
-    RefMove,
-    build_snapshot,
-    commit,
-    create_stage_branch,
-    ensure_base_branch,
-    require_cursor,
-)
+from compactor.compaction.publish import create_stage_branch, ensure_base_branch, require_cursor
 from compactor.compaction.triggers import assess, start_bytes
+from compactor.cursor import (
+    MAIN,
+    STAGE_PREFIX,
+    TAG_PREFIX,
+    Cursor,
+    ViewStats,
+    cursor_properties,
+    parse_cursor,
+)
+from compactor.cursor.table import ensure_compacted_table
 from compactor.errors import (
     CommitConflictError,
     CursorCorruptError,
@@ -72,14 +66,17 @@ from compactor.errors import (
     PolicyError,
     TopicCorruptError,
 )
+from compactor.iceberg.catalog import first_line, translate_storage_errors
+from compactor.iceberg.commits import RefMove, build_snapshot, commit, send
 from compactor.progress import Listener, Progress
-from compactor.topics import schema as ts
+from compactor.results import JsonResult
+from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from compactor.lake import Lake
 
@@ -105,7 +102,7 @@ PUBLISH_ATTEMPTS = 5
 
 
 @dataclass
-class CompactionResult:
+class CompactionResult(JsonResult):
     """The outcome of a run, printed by ``compactor compact`` as JSON."""
 
     committed: bool
@@ -336,7 +333,9 @@ class TwoPhaseCompactor:
         range_rows: DataFrame | None = None
         if plan.ranges:
             raw_df = spark.read.format("iceberg").option("snapshot-id", str(plan.raw.snapshot_id)).load(raw_ident)
-            range_rows = raw_df.where(_range_condition(plan.ranges))
+            condition = offset_ranges((p, lo, hi) for p, (lo, hi) in plan.ranges.items())
+            assert condition is not None
+            range_rows = raw_df.where(condition)
             winners = phases.latest_offsets(range_rows)
         view_at_c: DataFrame | None = None
         if plan.cursor is not None:
@@ -553,7 +552,7 @@ class TwoPhaseCompactor:
             try:
                 topic.refresh()
                 tx = topic.table.transaction()
-                tx.set_properties({ts.CURSOR_MIRROR_PROPERTY: value})
+                tx.set_properties({props.CURSOR_MIRROR_PROPERTY: value})
                 tx.commit_transaction()
                 return
             except CommitFailedException:
@@ -567,7 +566,6 @@ class TwoPhaseCompactor:
         """Best effort: remove a failed run's staging branch (retention removes it otherwise)."""
         from pyiceberg.table.update import RemoveSnapshotRefUpdate
 
-        from compactor.compaction.publish import send
 
         try:
             table = self.lake.catalog.load_table(self.name.compacted_identifier)
@@ -603,17 +601,6 @@ def compact_topic(lake: Lake, topic: str, **kwargs: Any) -> CompactionResult:
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
-
-
-def _range_condition(ranges: dict[int, tuple[int, int]]) -> Column:
-    from pyspark.sql import functions as F
-
-    condition: Column | None = None
-    for partition, (lo, hi) in sorted(ranges.items()):
-        term = (F.col(ts.PARTITION) == partition) & (F.col(ts.OFFSET) >= lo) & (F.col(ts.OFFSET) < hi)
-        condition = term if condition is None else condition | term
-    assert condition is not None
-    return condition
 
 
 def _stats(metrics: dict[str, Any], prefix: str) -> dict[str, Any]:

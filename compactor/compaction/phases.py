@@ -23,8 +23,17 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from compactor.compaction.compacted_table import DELETE_HORIZON, RECORD_BYTES, VIEW_COLUMNS
-from compactor.topics.schema import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP, VALUE
+from compactor.schema import (
+    DELETE_HORIZON,
+    HEADERS,
+    KEY,
+    OFFSET,
+    PARTITION,
+    RECORD_BYTES,
+    TIMESTAMP,
+    VALUE,
+    VIEW_COLUMNS,
+)
 
 WORD = "__compactor_word"
 MASK = "__compactor_mask"

@@ -15,12 +15,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from compactor.compaction.cursor import Cursor
+from compactor import properties as props
 from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons, min_timestamp_ms
+from compactor.cursor import Cursor
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
-
-LOG_START_BYTES_PROPERTY = "compactor.log-start-bytes"
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ def start_bytes(properties: dict[str, str] | Any, partitions: int) -> list[int]:
     """Cumulative logical bytes at each partition's log start (recorded by retention; 0 before any)."""
     import json
 
-    text = properties.get(LOG_START_BYTES_PROPERTY)
+    text = properties.get(props.LOG_START_BYTES_PROPERTY)
     if not text:
         return [0] * partitions
     values = json.loads(text)

@@ -39,12 +39,12 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from compactor.catalog import translate_storage_errors
-from compactor.compaction.cursor import K_NOW
-from compactor.compaction.publish import send
+from compactor import properties as props
 from compactor.config import LakeConfig
 from compactor.errors import CommitConflictError
-from compactor.storage import delete_files, list_files
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.commits import send
+from compactor.iceberg.storage import delete_files, list_files
 
 
 @dataclass
@@ -65,8 +65,8 @@ def snapshot_clocks(table: Table) -> dict[int, int]:
     clocks: dict[int, int] = {}
     pending: list[Snapshot] = []
     for snapshot in ordered:
-        props = snapshot.summary.additional_properties if snapshot.summary else {}
-        text = props.get(K_NOW)
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        text = summary.get(props.SUMMARY_NOW)
         if text is None or not text.lstrip("-").isdigit():
             pending.append(snapshot)
             continue

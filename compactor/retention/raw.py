@@ -23,9 +23,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compactor import properties as props
 from compactor.compaction.horizons import RawSnapshotView, range_bytes
-from compactor.compaction.triggers import LOG_START_BYTES_PROPERTY, start_bytes
-from compactor.topics import schema as ts
+from compactor.compaction.triggers import start_bytes
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import encode_offsets
 from compactor.topics.topic import RawFile
@@ -89,5 +89,5 @@ def new_properties(raw: RawSnapshotView, plans: Sequence[PartitionPlan], propert
         if plan.files:
             below[plan.partition] += range_bytes(raw, plan.partition, plan.log_start, plan.new_log_start)
             starts[plan.partition] = plan.new_log_start
-    return {ts.LOG_START_OFFSETS_PROPERTY: encode_offsets(starts),
-            LOG_START_BYTES_PROPERTY: json.dumps(below, separators=(",", ":"))}
+    return {props.LOG_START_OFFSETS_PROPERTY: encode_offsets(starts),
+            props.LOG_START_BYTES_PROPERTY: json.dumps(below, separators=(",", ":"))}

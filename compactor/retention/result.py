@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor.results import JsonResult
+
 
 @dataclass
-class RetentionResult:
+class RetentionResult(JsonResult):
     """Totals of one retention pass over one topic (INTERFACE.md ``retention`` fields, plus detail)."""
 
     topic: str

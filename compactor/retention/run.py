@@ -28,18 +28,18 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.expressions import BooleanExpression, Or
 
 from compactor import failpoints
-from compactor.catalog import translate_storage_errors
+from compactor import properties as props
 from compactor.clock import resolve_now_ms
-from compactor.compaction.cursor import STAGE_PREFIX, TAG_PREFIX, load_compacted, retained_cursors
 from compactor.compaction.horizons import RawSnapshotView
+from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, load_compacted, retained_cursors
 from compactor.errors import CommitConflictError, TopicCorruptError
-from compactor.expressions import partition_range
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.expressions import partition_range
+from compactor.iceberg.storage import delete_prefix
 from compactor.progress import Progress
 from compactor.retention.expiry import ExpiryResult, expire_table
 from compactor.retention.raw import PartitionPlan, new_properties, plan_partition
 from compactor.retention.result import RetentionResult
-from compactor.storage import delete_prefix
-from compactor.topics import schema as ts
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import offsets_to_dict
@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("compactor.retention")
 
-COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
-SUMMARY_OPERATION = "compactor.operation"
-SUMMARY_NOW = "compactor.now-ms"
 RAW_ATTEMPTS = 20
 
 
@@ -152,7 +149,7 @@ class RetentionPass:
                     tx = topic.table.transaction()
                     tx.set_properties(properties)
                     delete = tx.update_snapshot(snapshot_properties={
-                        SUMMARY_OPERATION: "retention", SUMMARY_NOW: str(self.now)}).delete()
+                        props.SUMMARY_OPERATION: "retention", props.SUMMARY_NOW: str(self.now)}).delete()
                     delete.delete_by_predicate(predicate)
                     if delete.rewrites_needed:
                         raise TopicCorruptError(f"{self.name}: a raw file straddles the new log start; raw files "
@@ -192,16 +189,16 @@ class RetentionPass:
     # --- 3. compacted data of a topic whose policy lacks compact -----------------------------------------
 
     def _policy_off(self, topic: Topic, settings: TopicSettings, state: Any) -> dict[str, Any]:
-        since_text = topic.properties.get(COMPACT_OFF_SINCE_PROPERTY)
+        since_text = topic.properties.get(props.COMPACT_OFF_SINCE_PROPERTY)
         if settings.compacts:
             if since_text is not None and not self.dry_run:
-                topic.set_internal_properties({}, [COMPACT_OFF_SINCE_PROPERTY])
+                topic.set_internal_properties({}, [props.COMPACT_OFF_SINCE_PROPERTY])
             return {"applies": False}
         if state is None:
             return {"applies": True, "dropped": False, "reason": "no compacted view"}
         if since_text is None:
             if not self.dry_run:
-                topic.set_internal_properties({COMPACT_OFF_SINCE_PROPERTY: str(self.now)}, [])
+                topic.set_internal_properties({props.COMPACT_OFF_SINCE_PROPERTY: str(self.now)}, [])
             return {"applies": True, "dropped": False, "policy_off_since_ms": self.now}
         since = int(since_text)
         if self.now - since < settings.cursor_retain_ms:
@@ -214,7 +211,7 @@ class RetentionPass:
             with contextlib.suppress(NoSuchTableError):
                 self.lake.catalog.drop_table(self.name.compacted_identifier)
             files = delete_prefix(self.lake.config, location)
-        topic.set_internal_properties({}, [COMPACT_OFF_SINCE_PROPERTY, ts.CURSOR_MIRROR_PROPERTY])
+        topic.set_internal_properties({}, [props.COMPACT_OFF_SINCE_PROPERTY, props.CURSOR_MIRROR_PROPERTY])
         return {"applies": True, "dropped": True, "policy_off_since_ms": since, "deleted_files": files}
 
     # --- 4. expiry -------------------------------------------------------------------------------------------

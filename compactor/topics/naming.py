@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from compactor.errors import InvalidTopicNameError
-from compactor.topics.schema import COMPACTED_SUFFIX
+from compactor.schema import COMPACTED_SUFFIX
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 MAX_NAME_LENGTH = 249  # Kafka's limit
@@ -44,10 +44,6 @@ class TopicName:
     @property
     def identifier(self) -> str:
         return ".".join((*self.namespace, self.topic))
-
-    @property
-    def namespace_name(self) -> str:
-        return ".".join(self.namespace)
 
     @property
     def compacted_identifier(self) -> str:

@@ -29,7 +29,8 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from compactor.catalog import first_line, is_storage_failure, storage_error, translate_storage_errors
+from compactor import properties as props
+from compactor import schema as ts
 from compactor.clock import resolve_now_ms
 from compactor.errors import (
     AppendConflictError,
@@ -37,17 +38,12 @@ from compactor.errors import (
     InvalidRecordError,
     OutcomeUnknownError,
 )
-from compactor.topics import schema as ts
+from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error, translate_storage_errors
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from compactor.topics.state import encode_offsets, read_offsets
 from compactor.topics.topic import Topic
 
-SUMMARY_OPERATION = "compactor.operation"
-SUMMARY_NOW = "compactor.now-ms"
-SUMMARY_COMMIT_ID = "compactor.commit-id"
-SUMMARY_BATCH_ID = "compactor.batch-id"
-SUMMARY_BATCH = "compactor.batch"
 MAX_BATCH_ID_LENGTH = 256
 logger = logging.getLogger(__name__)
 
@@ -145,7 +141,7 @@ def find_batch(table: Table, batch_id: str) -> Snapshot | None:
         return None
     for snapshot in ancestors_of(current, table.metadata):
         summary = snapshot.summary
-        if summary is not None and summary.additional_properties.get(SUMMARY_BATCH_ID) == batch_id:
+        if summary is not None and summary.additional_properties.get(props.SUMMARY_BATCH_ID) == batch_id:
             return snapshot
     return None
 
@@ -154,7 +150,7 @@ def _replay(records: Sequence[ProducerRecord], snapshot: Snapshot, partitions: i
     """Recompute the offsets a committed batch received, checking it is the same batch."""
     summary = snapshot.summary
     try:
-        info = json.loads(summary.additional_properties[SUMMARY_BATCH]) if summary else None
+        info = json.loads(summary.additional_properties[props.SUMMARY_BATCH]) if summary else None
         base, counts, rr_start = info["base"], info["counts"], int(info["rr"])  # type: ignore[index]
     except (KeyError, TypeError, ValueError, json.JSONDecodeError):
         raise BatchIdConflictError("the batch id was committed by an older format and cannot be replayed") from None
@@ -202,19 +198,19 @@ def produce(
         new_bytes = [b + s for b, s in zip(state.logical_bytes, plan.sizes, strict=True)]
         arrow = build_arrow_table(records, plan, now)
         summary = {
-            SUMMARY_OPERATION: "produce",
-            SUMMARY_NOW: str(now),
-            SUMMARY_COMMIT_ID: commit_id,
-            SUMMARY_BATCH: json.dumps({"base": plan.base, "counts": plan.counts, "rr": plan.rr_start,
+            props.SUMMARY_OPERATION: "produce",
+            props.SUMMARY_NOW: str(now),
+            props.SUMMARY_COMMIT_ID: commit_id,
+            props.SUMMARY_BATCH: json.dumps({"base": plan.base, "counts": plan.counts, "rr": plan.rr_start,
                                        "bytes": plan.sizes}, separators=(",", ":")),
-            ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
+            props.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
         }
         if batch_id is not None:
-            summary[SUMMARY_BATCH_ID] = batch_id
+            summary[props.SUMMARY_BATCH_ID] = batch_id
         with translate_storage_errors(f"writing to {topic.name}"):
             tx = table.transaction()
-            tx.set_properties({ts.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
-                               ts.LOGICAL_BYTES_PROPERTY: encode_offsets(new_bytes)})
+            tx.set_properties({props.NEXT_OFFSETS_PROPERTY: encode_offsets(new_next),
+                               props.LOGICAL_BYTES_PROPERTY: encode_offsets(new_bytes)})
             tx.append(arrow, snapshot_properties=summary)
         written = _written_data_files(tx)
         try:
@@ -266,7 +262,8 @@ def _backoff(attempt: int) -> None:
 
 def _snapshot_with_commit_id(table: Table, commit_id: str) -> Snapshot | None:
     for snapshot in reversed(table.metadata.snapshots):
-        if snapshot.summary is not None and snapshot.summary.additional_properties.get(SUMMARY_COMMIT_ID) == commit_id:
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        if summary.get(props.SUMMARY_COMMIT_ID) == commit_id:
             return snapshot
     return None
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from compactor.clock import MAX_TIMESTAMP_MS
 from compactor.errors import InvalidRecordError
-from compactor.topics.settings import MAX_TIMESTAMP_MS
 
 Header = tuple[str, bytes | None]
 INPUT_FIELDS = frozenset({"partition", "offset", "timestamp_ms", "key", "value", "headers"})

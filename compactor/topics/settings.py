@@ -16,7 +16,6 @@ from typing import Any
 from compactor.errors import InvalidSettingError
 
 LONG_MAX = 9223372036854775807
-MAX_TIMESTAMP_MS = 253402300799999
 
 DELETE = "delete"
 COMPACT = "compact"
@@ -238,9 +237,4 @@ def validate_updates(
     return to_set, to_remove, result
 
 
-def describe_settings() -> list[dict[str, str]]:
-    """Name, default and help line of every setting (for ``topic config --help`` and the README)."""
-    return [{"name": s.name, "default": s.default, "stored_as": s.stored_as, "help": s.help} for s in SETTINGS]
-
-
-__all__ = ["SETTINGS", "TopicSettings", "describe_settings", "parse_assignments", "validate_updates"]
+__all__ = ["SETTINGS", "TopicSettings", "parse_assignments", "validate_updates"]

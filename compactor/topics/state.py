@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compactor.errors import TopicCorruptError
-from compactor.topics.schema import (
+from compactor.properties import (
     LOG_START_OFFSETS_PROPERTY,
     LOGICAL_BYTES_PROPERTY,
     NEXT_OFFSETS_PROPERTY,

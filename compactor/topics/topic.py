@@ -1,4 +1,8 @@
-"""``Topic``: one raw log table, its settings and offsets, and its administration (config, describe)."""
+"""``Topic``: one raw log table, its settings and offsets, and its administration (config, describe).
+
+A ``Topic`` holds the table as loaded at one moment (``refresh`` reloads it) and the catalog it came from; it
+knows nothing of the ``Lake`` that opened it, so everything below the lake can use topics.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,24 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.types import LongType, TimestamptzType
 
-from compactor.catalog import translate_storage_errors
-from compactor.errors import CommitConflictError, TopicCorruptError
-from compactor.topics import schema as ts
+from compactor import properties as props
+from compactor import schema as ts
+from compactor.errors import CommitConflictError, NotATopicError, TopicCorruptError
+from compactor.iceberg.bounds import file_bound
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.schema import OFFSET_FIELD_ID, TIMESTAMP_FIELD_ID
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings, validate_updates
-from compactor.topics.state import PartitionOffsets, offsets_to_dict, read_offsets
+from compactor.topics.state import PartitionOffsets, read_offsets
 
-if TYPE_CHECKING:
-    from compactor.lake import Lake
-
-OFFSET_FIELD_ID = 2
-TIMESTAMP_FIELD_ID = 3
-
+PROPERTY_COMMIT_ATTEMPTS = 10
 
 @dataclass(frozen=True)
 class RawFile:
@@ -47,21 +47,13 @@ class RawFile:
         return self.last_offset + 1
 
 
-def file_bound(bounds: Mapping[int, bytes] | None, field_id: int, kind: str) -> int | None:
-    if not bounds or field_id not in bounds:
-        return None
-    value = from_bytes(LongType() if kind == "long" else TimestamptzType(), bounds[field_id])
-    return int(value)
-
 
 class Topic:
     """A topic: the raw log table plus what the product stores about it."""
 
-    def __init__(self, lake: Lake, name: TopicName, table: Table) -> None:
-        from compactor.lake import check_is_topic
-
+    def __init__(self, catalog: Any, name: TopicName, table: Table) -> None:
         check_is_topic(name, table)
-        self.lake = lake
+        self.catalog = catalog
         self.name = name
         self.table = table
 
@@ -69,10 +61,9 @@ class Topic:
 
     def refresh(self) -> Topic:
         with translate_storage_errors(f"loading {self.name}"):
-            self.table = self.lake.catalog.load_table(self.name.identifier)
-        from compactor.lake import check_is_topic
-
-        check_is_topic(self.name, self.table)
+            table = self.catalog.load_table(self.name.identifier)
+        check_is_topic(self.name, table)
+        self.table = table
         return self
 
     @property
@@ -110,13 +101,30 @@ class Topic:
 
     def set_config(self, updates: Mapping[str, str], removals: Sequence[str] = ()) -> TopicSettings:
         """Validate and apply setting changes in one commit (retrying if another writer got there first)."""
-        for attempt in range(10):
-            current = dict(self.properties)
+        outcome: list[TopicSettings] = []
+
+        def change(current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
             to_set, to_remove, result = validate_updates(current, updates, removals)
+            outcome[:] = [result]
+            return to_set, to_remove
+
+        self._commit_properties(change, f"change the settings of {self.name}")
+        return outcome[0]
+
+    def set_internal_properties(self, updates: Mapping[str, str], removals: Sequence[str] = ()) -> None:
+        """Set or remove the product's own (reserved) table properties, retrying on a racing commit."""
+        self._commit_properties(lambda current: (dict(updates), [k for k in removals if k in current]),
+                                f"update {self.name}")
+
+    def _commit_properties(self, change: Any, what: str) -> None:
+        """Commit ``change(current properties) -> (to set, to remove)`` on the latest metadata; a lost race is
+        retried on the refreshed table (the change is computed again, so validation sees what is current)."""
+        for attempt in range(PROPERTY_COMMIT_ATTEMPTS):
+            to_set, to_remove = change(dict(self.properties))
             if not to_set and not to_remove:
-                return result
+                return
             try:
-                with translate_storage_errors(f"configuring {self.name}"):
+                with translate_storage_errors(what):
                     tx = self.table.transaction()
                     if to_set:
                         tx.set_properties(to_set)
@@ -124,70 +132,15 @@ class Topic:
                         tx.remove_properties(*to_remove)
                     tx.commit_transaction()
                 self.refresh()
-                return result
-            except CommitFailedException:
-                time.sleep(0.05 * (attempt + 1))
-                self.refresh()
-        raise CommitConflictError(f"could not change the settings of {self.name}: other writers kept committing")
-
-    def set_internal_properties(self, updates: Mapping[str, str], removals: Sequence[str] = ()) -> None:
-        """Set or remove the product's own (reserved) table properties, retrying on a racing commit."""
-        for attempt in range(10):
-            present = [k for k in removals if k in self.properties]
-            if not updates and not present:
-                return
-            try:
-                with translate_storage_errors(f"updating {self.name}"):
-                    tx = self.table.transaction()
-                    if updates:
-                        tx.set_properties(dict(updates))
-                    if present:
-                        tx.remove_properties(*present)
-                    tx.commit_transaction()
-                self.refresh()
                 return
             except CommitFailedException:
                 time.sleep(0.05 * (attempt + 1))
                 self.refresh()
-        raise CommitConflictError(f"could not update {self.name}: other writers kept committing")
-
-    def describe(self) -> dict[str, Any]:
-        """Schema, settings, sizes, offsets and erasure bound (``topic describe``)."""
-        settings = self.settings
-        offsets = self.offsets()
-        files = self.raw_files()
-        per_partition: dict[str, dict[str, int]] = {
-            str(p): {"files": 0, "records": 0, "bytes": 0} for p in range(offsets.partitions)
-        }
-        for f in files:
-            entry = per_partition[str(f.partition)]
-            entry["files"] += 1
-            entry["records"] += f.record_count
-            entry["bytes"] += f.size_bytes
-        next_offsets, log_starts = offsets.as_dicts()
-        snapshot = self.snapshot
-        return {
-            "topic": str(self.name),
-            "table": self.name.identifier,
-            "location": self.table.metadata.location,
-            "partitions": offsets.partitions,
-            "schema": str(self.table.schema()),
-            "settings": settings.as_kafka_dict(),
-            "next_offsets": next_offsets,
-            "log_start_offsets": log_starts,
-            "records": sum(e["records"] for e in per_partition.values()),
-            "bytes": sum(e["bytes"] for e in per_partition.values()),
-            "files": len(files),
-            "by_partition": per_partition,
-            "current_snapshot_id": snapshot.snapshot_id if snapshot else None,
-            "snapshots": len(self.table.metadata.snapshots),
-            "compaction_cursor": self.cursor_mirror(),
-            "erasure_bound": erasure_bound(settings),
-        }
+        raise CommitConflictError(f"could not {what}: other writers kept committing")
 
     def cursor_mirror(self) -> dict[str, Any] | None:
         """What the last compaction wrote about its cursor on the raw table (for people; not trusted)."""
-        text = self.properties.get(ts.CURSOR_MIRROR_PROPERTY)
+        text = self.properties.get(props.CURSOR_MIRROR_PROPERTY)
         if not text:
             return None
         try:
@@ -195,6 +148,15 @@ class Topic:
         except json.JSONDecodeError:
             return None
         return value if isinstance(value, dict) else None
+
+
+def check_is_topic(name: TopicName, table: Any) -> None:
+    """Raise ``NotATopicError`` unless ``table`` carries the topic marker and the topic schema."""
+    properties = table.metadata.properties
+    if properties.get(props.MARKER_PROPERTY) != props.MARKER_VALUE:
+        raise NotATopicError(f"table '{name}' is not a topic (it lacks the '{props.MARKER_PROPERTY}' marker)")
+    if not ts.schema_matches(table.schema()):
+        raise NotATopicError(f"table '{name}' carries the topic marker but its schema is not a topic's")
 
 
 def raw_file_of(data_file: Any) -> RawFile:
@@ -215,25 +177,4 @@ def raw_file_of(data_file: Any) -> RawFile:
     )
 
 
-def erasure_bound(settings: TopicSettings) -> dict[str, Any]:
-    """SEMANTICS section 4, "Erasure bound": how long a superseded or deleted value can survive."""
-    parts = {
-        "retention_ms": settings.retention_ms,
-        "snapshot_expiry_ms": settings.expire_max_snapshot_age_ms,
-        "cursor_retain_ms": settings.cursor_retain_ms,
-        "max_compaction_lag_ms": settings.max_compaction_lag_ms,
-    }
-    if settings.retention_ms < 0:
-        return {**parts, "bound_ms": None, "text": "unbounded: retention.ms is -1, so the raw log keeps every value"}
-    total = settings.retention_ms + settings.expire_max_snapshot_age_ms + settings.cursor_retain_ms
-    return {
-        **parts,
-        "bound_ms": total,
-        "text": (f"a superseded or deleted value is physically gone at most {total} ms after the compaction "
-                 "horizon passes it (retention.ms + history.expire.max-snapshot-age-ms + "
-                 "compaction.cursor.retain-ms), plus the time until a run passes it (due within "
-                 "max.compaction.lag.ms when the cleaner runs)"),
-    }
-
-
-__all__ = ["RawFile", "Topic", "erasure_bound", "offsets_to_dict"]
+__all__ = ["RawFile", "Topic", "check_is_topic", "raw_file_of"]

@@ -16,7 +16,7 @@ from typing import Any
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
-from compactor.config import LakeConfig
+from compactor.config import LakeConfig, mask_password
 from compactor.errors import StorageUnavailableError, TopicNotFoundError
 
 SQLITE_BUSY_TIMEOUT_S = 60
@@ -59,7 +59,7 @@ def open_catalog(config: LakeConfig) -> SqlCatalog:
             return SqlCatalog(config.catalog_name, **pyiceberg_properties(config))
     except Exception as exc:  # SQLAlchemy raises many driver-specific types
         raise StorageUnavailableError(
-            f"cannot open the catalog database {redact(config.catalog.sqlalchemy_url)}: {first_line(exc)}"
+            f"cannot open the catalog database {mask_password(config.catalog.sqlalchemy_url)}: {first_line(exc)}"
         ) from exc
 
 
@@ -143,13 +143,3 @@ def first_line(exc: BaseException) -> str:
     if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
         return lines[1].lstrip(": ").strip()[:500]
     return lines[0][:500]
-
-
-def redact(url: str) -> str:
-    """Hide a password in a database URL before it goes into a message."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"

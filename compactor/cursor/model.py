@@ -1,4 +1,4 @@
-"""The compaction cursor (Pulsar's ``__compaction`` cursor) and the compacted table that holds it.
+"""What a cursor is and how it is written into (and read back from) a snapshot summary.
 
 Design (SEMANTICS section 3; README "Architecture"):
 
@@ -19,34 +19,30 @@ Design (SEMANTICS section 3; README "Architecture"):
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
-from compactor.catalog import translate_storage_errors
 from compactor.errors import CursorCorruptError
-from compactor.topics.naming import TopicName
-
-CURSOR_MARKER = "compactor.cursor"
-CURSOR_VERSION = "v1"
-K_HORIZONS = "compactor.horizons"
-K_COMPACTED_START = "compactor.compacted-start"
-K_RAW_SNAPSHOT = "compactor.raw-snapshot-id"
-K_RAW_NEXT_OFFSETS = "compactor.raw-next-offsets"
-K_BYTES_AT_HORIZON = "compactor.bytes-at-horizon"
-K_NOW = "compactor.now-ms"
-K_SETTINGS = "compactor.settings"
-K_STATS = "compactor.stats"
-K_VIEW = "compactor.view"
-K_PREVIOUS = "compactor.previous-cursor"
-K_RUN_ID = "compactor.run-id"
-K_POLICY_COMPACT = "compactor.policy-compact"
+from compactor.properties import (
+    CURSOR_BYTES_AT_HORIZON,
+    CURSOR_COMPACTED_START,
+    CURSOR_HORIZONS,
+    CURSOR_MARKER,
+    CURSOR_NOW,
+    CURSOR_POLICY_COMPACT,
+    CURSOR_PREVIOUS,
+    CURSOR_RAW_NEXT_OFFSETS,
+    CURSOR_RAW_SNAPSHOT,
+    CURSOR_RUN_ID,
+    CURSOR_SETTINGS,
+    CURSOR_STATS,
+    CURSOR_VERSION,
+    CURSOR_VIEW,
+)
 
 MAIN = "main"
 TAG_PREFIX = "cursor-"
@@ -139,21 +135,21 @@ def parse_cursor(snapshot: Snapshot) -> Cursor:
     if props.get(CURSOR_MARKER) != CURSOR_VERSION:
         raise CursorCorruptError(f"snapshot {sid} at the head of the compacted table is not a cursor "
                                  f"(missing '{CURSOR_MARKER}')")
-    horizons = _int_list(props, K_HORIZONS, sid)
-    starts = _int_list(props, K_COMPACTED_START, sid)
-    raw_next = _int_list(props, K_RAW_NEXT_OFFSETS, sid)
-    at_horizon = _int_list(props, K_BYTES_AT_HORIZON, sid) if K_BYTES_AT_HORIZON in props else ()
+    horizons = _int_list(props, CURSOR_HORIZONS, sid)
+    starts = _int_list(props, CURSOR_COMPACTED_START, sid)
+    raw_next = _int_list(props, CURSOR_RAW_NEXT_OFFSETS, sid)
+    at_horizon = _int_list(props, CURSOR_BYTES_AT_HORIZON, sid) if CURSOR_BYTES_AT_HORIZON in props else ()
     if not (len(horizons) == len(starts) == len(raw_next)) or any(s > h for s, h in zip(starts, horizons,
                                                                                         strict=True)):
         raise CursorCorruptError(f"cursor {sid}: horizons, starts and raw offsets disagree")
     try:
-        now_ms = int(props[K_NOW])
-        settings = json.loads(props.get(K_SETTINGS, "{}"))
-        stats = json.loads(props.get(K_STATS, "{}"))
-        view = ViewStats.from_json(props.get(K_VIEW, "{}"))
-        raw_sid_text = props.get(K_RAW_SNAPSHOT, "")
+        now_ms = int(props[CURSOR_NOW])
+        settings = json.loads(props.get(CURSOR_SETTINGS, "{}"))
+        stats = json.loads(props.get(CURSOR_STATS, "{}"))
+        view = ViewStats.from_json(props.get(CURSOR_VIEW, "{}"))
+        raw_sid_text = props.get(CURSOR_RAW_SNAPSHOT, "")
         raw_sid = int(raw_sid_text) if raw_sid_text else None
-        previous_text = props.get(K_PREVIOUS, "")
+        previous_text = props.get(CURSOR_PREVIOUS, "")
         previous = int(previous_text) if previous_text else None
     except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
         raise CursorCorruptError(f"cursor {sid} carries malformed metadata: {exc}") from None
@@ -168,8 +164,8 @@ def parse_cursor(snapshot: Snapshot) -> Cursor:
         stats=stats,
         view=view,
         previous=previous,
-        run_id=props.get(K_RUN_ID, ""),
-        policy_compact=props.get(K_POLICY_COMPACT, "true") == "true",
+        run_id=props.get(CURSOR_RUN_ID, ""),
+        policy_compact=props.get(CURSOR_POLICY_COMPACT, "true") == "true",
         bytes_at_horizon=at_horizon,
         timestamp_ms=snapshot.timestamp_ms,
         extra={k: v for k, v in props.items() if not k.startswith("compactor.")},
@@ -180,78 +176,16 @@ def cursor_properties(c: Cursor) -> dict[str, str]:
     """The snapshot summary properties that encode cursor ``c`` (inverse of ``parse_cursor``)."""
     return {
         CURSOR_MARKER: CURSOR_VERSION,
-        K_HORIZONS: json.dumps(list(c.horizons), separators=(",", ":")),
-        K_COMPACTED_START: json.dumps(list(c.compacted_start), separators=(",", ":")),
-        K_RAW_SNAPSHOT: "" if c.raw_snapshot_id is None else str(c.raw_snapshot_id),
-        K_RAW_NEXT_OFFSETS: json.dumps(list(c.raw_next_offsets), separators=(",", ":")),
-        K_BYTES_AT_HORIZON: json.dumps(list(c.bytes_at_horizon), separators=(",", ":")),
-        K_NOW: str(c.now_ms),
-        K_SETTINGS: json.dumps(c.settings, sort_keys=True, separators=(",", ":")),
-        K_STATS: json.dumps(c.stats, sort_keys=True, separators=(",", ":")),
-        K_VIEW: c.view.to_json(),
-        K_PREVIOUS: "" if c.previous is None else str(c.previous),
-        K_RUN_ID: c.run_id,
-        K_POLICY_COMPACT: "true" if c.policy_compact else "false",
+        CURSOR_HORIZONS: json.dumps(list(c.horizons), separators=(",", ":")),
+        CURSOR_COMPACTED_START: json.dumps(list(c.compacted_start), separators=(",", ":")),
+        CURSOR_RAW_SNAPSHOT: "" if c.raw_snapshot_id is None else str(c.raw_snapshot_id),
+        CURSOR_RAW_NEXT_OFFSETS: json.dumps(list(c.raw_next_offsets), separators=(",", ":")),
+        CURSOR_BYTES_AT_HORIZON: json.dumps(list(c.bytes_at_horizon), separators=(",", ":")),
+        CURSOR_NOW: str(c.now_ms),
+        CURSOR_SETTINGS: json.dumps(c.settings, sort_keys=True, separators=(",", ":")),
+        CURSOR_STATS: json.dumps(c.stats, sort_keys=True, separators=(",", ":")),
+        CURSOR_VIEW: c.view.to_json(),
+        CURSOR_PREVIOUS: "" if c.previous is None else str(c.previous),
+        CURSOR_RUN_ID: c.run_id,
+        CURSOR_POLICY_COMPACT: "true" if c.policy_compact else "false",
     }
-
-
-@dataclass(frozen=True)
-class CompactedState:
-    """The compacted table as loaded at one moment: the table (pinned metadata) and its current cursor."""
-
-    table: Table
-    cursor: Cursor | None
-
-    def snapshot(self, snapshot_id: int) -> Snapshot | None:
-        return self.table.metadata.snapshot_by_id(snapshot_id)
-
-
-def load_compacted(catalog: Any, name: TopicName) -> CompactedState | None:
-    """Load ``ns.t__compacted`` and parse its cursor; ``None`` if the table does not exist."""
-    with translate_storage_errors(f"loading the compacted view of {name}"):
-        try:
-            table = catalog.load_table(name.compacted_identifier)
-        except NoSuchTableError:
-            return None
-    head = table.metadata.snapshot_by_name(MAIN)
-    if head is None:
-        if MAIN in table.metadata.refs:
-            raise CursorCorruptError(f"the compacted view of {name} names a missing snapshot "
-                                     f"{table.metadata.refs[MAIN].snapshot_id}")
-        return CompactedState(table, None)
-    return CompactedState(table, parse_cursor(head))
-
-
-def cursor_chain(state: CompactedState) -> list[Cursor]:
-    """The current cursor and its predecessors still present in the table's metadata, newest first."""
-    out: list[Cursor] = []
-    current = state.cursor
-    seen: set[int] = set()
-    while current is not None and current.snapshot_id not in seen:
-        out.append(current)
-        seen.add(current.snapshot_id)
-        if current.previous is None:
-            break
-        previous = state.snapshot(current.previous)
-        if previous is None:
-            break
-        try:
-            current = parse_cursor(previous)
-        except CursorCorruptError:
-            break
-    return out
-
-
-def retained_cursors(state: CompactedState, now_ms: int, retain_ms: int) -> list[Cursor]:
-    """Cursors retained at ``now_ms``: the current one, and each predecessor replaced < retain_ms ago.
-
-    "Replaced at" is the recorded clock of the run that published the successor (never a commit time).
-    """
-    chain = cursor_chain(state)
-    if not chain:
-        return []
-    retained = [chain[0]]
-    for successor, cursor in itertools.pairwise(chain):
-        if successor.now_ms + retain_ms > now_ms:
-            retained.append(cursor)
-    return retained

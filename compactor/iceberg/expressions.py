@@ -19,7 +19,7 @@ from pyiceberg.expressions import (
     Reference,
 )
 
-from compactor.topics.schema import OFFSET, PARTITION
+from compactor.schema import OFFSET, PARTITION
 
 
 def equal(column: str, value: int) -> BooleanExpression:

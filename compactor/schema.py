@@ -1,4 +1,4 @@
-"""The raw log's table layout: schema, partitioning, sort order and the properties that mark a topic.
+"""The table layouts: the raw log (a topic) and its compacted view. The data model every layer shares.
 
 A topic is an Iceberg table with exactly the columns of SEMANTICS section 1. It is partitioned by
 ``identity(partition)`` only: every data file then holds one partition, and because producers write each
@@ -27,6 +27,8 @@ from pyiceberg.types import (
 )
 
 PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = "partition", "offset", "timestamp", "key", "value", "headers"
+# Iceberg field ids of the columns the product reads statistics of (shared by the raw and compacted tables).
+PARTITION_FIELD_ID, OFFSET_FIELD_ID, TIMESTAMP_FIELD_ID = 1, 2, 3
 COLUMNS = (PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS)
 
 HEADER_TYPE = StructType(
@@ -60,32 +62,23 @@ ARROW_SCHEMA = pa.schema([
     pa.field(HEADERS, pa.large_list(pa.field("element", ARROW_HEADER_TYPE, nullable=False))),
 ])
 
-# --- table properties ------------------------------------------------------------------------------
-MARKER_PROPERTY = "compactor.topic"
-MARKER_VALUE = "v1"
-PARTITIONS_PROPERTY = "compactor.partitions"
-NEXT_OFFSETS_PROPERTY = "compactor.next-offsets"
-LOG_START_OFFSETS_PROPERTY = "compactor.log-start-offsets"
-# Cumulative logical bytes (key + value + headers) of offsets [0, N_p) per partition: dirty bytes from metadata.
-LOGICAL_BYTES_PROPERTY = "compactor.logical-bytes"
-CURSOR_MIRROR_PROPERTY = "compactor.compaction-cursor"
-
-# Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with
-# offsets computed from an older snapshot would duplicate offsets; the producer retries itself instead.
-TOPIC_TABLE_PROPERTIES = {
-    "format-version": "2",
-    "commit.retry.num-retries": "0",
-    "write.parquet.compression-codec": "zstd",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "50",
-    "write.distribution-mode": "none",
-}
-RESERVED_PROPERTIES = frozenset({MARKER_PROPERTY, PARTITIONS_PROPERTY, NEXT_OFFSETS_PROPERTY,
-                                 LOG_START_OFFSETS_PROPERTY, LOGICAL_BYTES_PROPERTY, CURSOR_MIRROR_PROPERTY,
-                                 *TOPIC_TABLE_PROPERTIES})
-
 # Suffix of the sibling table that holds a topic's compacted view and its cursor.
 COMPACTED_SUFFIX = "__compacted"
+
+
+# --- the compacted table ``ns.t__compacted``: the topic's columns plus two bookkeeping columns -------------
+# ``delete_horizon_ms``: set on tombstones when a run first writes them (``now + delete.retention.ms`` of that
+# run, KIP-534), never recomputed; null on every other row, so "is a tombstone" is "has a horizon".
+# ``record_bytes``: key + value + headers bytes of the row, so clean bytes and the size of superseded rows are
+# known from narrow columns alone (without reading values).
+DELETE_HORIZON = "delete_horizon_ms"
+RECORD_BYTES = "record_bytes"
+VIEW_COLUMNS = (*COLUMNS, DELETE_HORIZON, RECORD_BYTES)
+COMPACTED_SCHEMA = Schema(
+    *TOPIC_SCHEMA.fields,
+    NestedField(10, DELETE_HORIZON, LongType(), required=False),
+    NestedField(11, RECORD_BYTES, LongType(), required=False),
+)
 
 
 def schema_matches(schema: Schema) -> bool:

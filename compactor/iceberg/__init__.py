@@ -1,0 +1,1 @@
+"""Shared Iceberg I/O helpers: the catalog, object storage, row filters, file bounds, task reading, commits."""

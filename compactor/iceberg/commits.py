@@ -1,0 +1,151 @@
+"""Hand-built conditional catalog commits: a snapshot and ref moves, sent with their requirements.
+
+Why not a library call: the product's commits must carry conditions pyiceberg's snapshot producers cannot take
+(``main`` must still point at a given snapshot) and must not be retried blindly (its automatic retry would
+strip ref assertions and re-commit on a new head). So snapshots are built here (a new manifest list over the
+parent's manifests, plus any manifests the caller adds) and sent with updates and requirements straight to
+``catalog.commit_table``.
+
+Failure handling:
+
+* ``CommitFailedException`` or a metadata validation error: the commit did not happen (``CommitConflictError``).
+* anything else (the database or object store went away mid-commit): the table is re-read to learn whether the
+  commit landed; if it cannot be re-read the outcome is unknown (``OutcomeUnknownError``, exit 75).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import ManifestFile, write_manifest_list
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary, update_snapshot_summaries
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    RemoveSnapshotRefUpdate,
+    SetSnapshotRefUpdate,
+    TableRequirement,
+    TableUpdate,
+)
+
+from compactor.errors import CommitConflictError, InputError, OutcomeUnknownError
+from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error
+
+
+@dataclass(frozen=True)
+class RefMove:
+    """Point ``name`` (a branch or tag) at ``snapshot_id``; ``None`` means the new snapshot being committed."""
+
+    name: str
+    snapshot_id: int | None
+    kind: SnapshotRefType = SnapshotRefType.BRANCH
+
+
+def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str],
+                   extra: Callable[[int], Sequence[ManifestFile]] | None = None,
+                   counters: Mapping[str, str] | None = None) -> Snapshot:
+    """A snapshot with the parent's content and extra summary properties.
+
+    ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
+    commit adds the run's position deletes this way), with their summary ``counters``.
+    """
+    metadata = table.metadata
+    snapshot_id = metadata.new_snapshot_id()
+    sequence_number = metadata.next_sequence_number()
+    manifests = list(parent.manifests(table.io)) if parent is not None else []
+    added = list(extra(snapshot_id)) if extra is not None else []
+    manifests.extend(added)
+    location = table.location_provider().new_metadata_location(
+        f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
+    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
+    with write_manifest_list(
+        format_version=metadata.format_version,
+        output_file=table.io.new_output(location),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id if parent else None,
+        sequence_number=sequence_number,
+        avro_compression=compression,  # type: ignore[arg-type]
+    ) as writer:
+        writer.add_manifests(manifests)
+    operation = Operation.DELETE if added else Operation.APPEND
+    summary = update_snapshot_summaries(
+        Summary(operation=operation, **dict(counters or {}), **dict(properties)),
+        previous_summary=parent.summary.additional_properties if parent is not None and parent.summary else None,
+    )
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id if parent else None,
+        sequence_number=sequence_number,
+        manifest_list=location,
+        summary=summary,
+        schema_id=metadata.current_schema_id,
+    )
+
+
+def commit(
+    catalog: Any,
+    table: Table,
+    *,
+    snapshot: Snapshot | None,
+    moves: Sequence[RefMove] = (),
+    removals: Sequence[str] = (),
+    expect: Mapping[str, int | None],
+    what: str,
+) -> None:
+    """One conditional commit: add ``snapshot``, move/remove refs, if every ref in ``expect`` is as given."""
+    updates: list[TableUpdate] = []
+    if snapshot is not None:
+        updates.append(AddSnapshotUpdate(snapshot=snapshot))
+    for move in moves:
+        target = move.snapshot_id if move.snapshot_id is not None else (snapshot.snapshot_id if snapshot else None)
+        if target is None:
+            raise InputError(f"ref {move.name} has no target: name a snapshot or commit one")
+        updates.append(SetSnapshotRefUpdate(ref_name=move.name, type=move.kind, snapshot_id=target,
+                                            max_ref_age_ms=None, max_snapshot_age_ms=None, min_snapshots_to_keep=None))
+    updates.extend(RemoveSnapshotRefUpdate(ref_name=name) for name in removals)
+    requirements: list[TableRequirement] = [AssertTableUUID(uuid=table.metadata.table_uuid)]
+    requirements.extend(AssertRefSnapshotId(ref=ref, snapshot_id=sid) for ref, sid in expect.items())
+
+    def landed(metadata: TableMetadata) -> bool:
+        if snapshot is not None:
+            return metadata.snapshot_by_id(snapshot.snapshot_id) is not None
+        return all(metadata.refs.get(m.name) is not None and metadata.refs[m.name].snapshot_id == m.snapshot_id
+                   for m in moves) and all(name not in metadata.refs for name in removals)
+
+    send(catalog, table, tuple(requirements), tuple(updates), landed, what)
+
+
+def send(catalog: Any, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...],
+         landed: Callable[[TableMetadata], bool], what: str) -> None:
+    """``catalog.commit_table`` with the failure classification described in the module docstring."""
+    try:
+        catalog.commit_table(table, requirements, updates)
+        return
+    except CommitFailedException as exc:
+        raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
+    except (ValueError, ValidationError) as exc:
+        if not is_storage_failure(exc):
+            raise CommitConflictError(f"{what}: the table changed underneath ({first_line(exc)})") from exc
+        failure: BaseException = exc
+    except Exception as exc:
+        failure = exc
+    try:
+        current = catalog.load_table(table.name())
+    except Exception as reload_exc:
+        raise OutcomeUnknownError(
+            f"{what} failed with '{first_line(failure)}' and the table could not be re-read to learn whether it "
+            f"committed ('{first_line(reload_exc)}'); re-running is safe") from failure
+    if landed(current.metadata):
+        return
+    if is_storage_failure(failure):
+        raise storage_error(what, failure) from failure
+    raise failure
