@@ -76,12 +76,12 @@ def run(warehouse: Path, batches: int, batch_size: int, keys: int) -> dict[str, 
     say("compacting with the two-phase Spark job (starting Spark takes a few seconds)...")
     first = TwoPhaseCompactor(lake, TOPIC, now_ms=base_ms + 60_000).run()
     say(f"first run: committed={first.committed} cursor={first.compacted_snapshot_id} "
-        f"horizons={first.horizons} stats={ {k: first.stats[k] for k in SHOWN} }")
+        f"horizons={first.horizons} stats={ {k: first.stats.as_json()[k] for k in SHOWN} }")
 
     produce(topic.refresh(), make_batch(rng, keys, batch_size // 10, base_ms + 70_000))
     second = TwoPhaseCompactor(lake, TOPIC, now_ms=base_ms + 120_000).run()
-    say(f"incremental run over {second.stats['records_read']} new records: committed={second.committed} "
-        f"stats={ {k: second.stats[k] for k in SHOWN} }")
+    say(f"incremental run over {second.stats.records_read} new records: committed={second.committed} "
+        f"stats={ {k: second.stats.as_json()[k] for k in SHOWN} }")
     again = TwoPhaseCompactor(lake, TOPIC, now_ms=base_ms + 130_000).run()
     say(f"run with nothing new: committed={again.committed} ({again.reason})")
 

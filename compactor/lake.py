@@ -55,6 +55,7 @@ class Lake:
         self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri)
         self._catalog: SqlCatalog | None = None
         self._spark: SparkSession | None = None
+        self._job_spark: SparkSession | None = None
 
     # --- engines ----------------------------------------------------------------------------------
 
@@ -75,6 +76,16 @@ class Lake:
     def attach_spark(self, spark: SparkSession) -> None:
         """Use an existing SparkSession (configured for this lake) instead of starting one."""
         self._spark = spark
+        self._job_spark = None
+
+    def job_spark(self) -> SparkSession:
+        """A private session on the same Spark application for the product's own jobs (``newSession``: its
+        own SQL settings, the same executors), so the settings a job needs never reach the caller's session."""
+        if self._job_spark is None:
+            from compactor.spark.session import private_session
+
+            self._job_spark = private_session(self.spark(), self.config)
+        return self._job_spark
 
     # --- topics -------------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
     settings = topic.settings
     offsets = topic.offsets()
     oldest = assessment.min_cleanable_timestamp_ms
-    last_run = cursor.stats if cursor is not None else {}
+    last_run = cursor.stats.as_json() if cursor is not None else {}
     return {
         "topic": str(topic.name),
         "now_ms": now,

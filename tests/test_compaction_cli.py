@@ -73,7 +73,10 @@ def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: La
     TwoPhaseCompactor(lake, "a.t", now_ms=2000, listener=lambda name, data: events.append((name, data))).run()
     names = [name for name, _ in events]
     assert names.count("plan") == 2 and names.count("summary") == 2 and "published" in names
-    assert "phase 2" in names and "phase 2 deletes" in names
+    # phase 1 is a step of its own, timed, and done before phase 2 starts
+    assert "phase 1 done" in names and "phase 2 appends" in names and "phase 2 deletes" in names
+    assert names.index("phase 1 done") < names.index("phase 2 appends")
+    assert all("ms" in data for name, data in events if name.endswith(" done"))
     assert all("elapsed_ms" in data for _, data in events)
     summary = [data for name, data in events if name == "summary"][-1]
     assert summary["records_read"] == 1 and summary["records_kept"] == 1

@@ -125,7 +125,7 @@ def test_creating_the_staging_branch_survives_a_racing_commit(spark: SparkSessio
     """Another writer commits to the compacted table inside our branch commit's window (after the catalog
     read the current metadata, before its conditional update): the branch commit loses that race, is retried
     on the refreshed table, and the run publishes normally."""
-    from compactor.compaction import publish
+    from compactor.compaction import staging as publish
     from compactor.iceberg import commits
 
     model = seeded(lake)

@@ -74,7 +74,8 @@ def write_position_deletes(doomed: DataFrame, location: str) -> None:
                    F.col("_file").alias("file_path", metadata={"parquet.field.id": FILE_PATH_ID}),
                    F.col("_pos").alias("pos", metadata={"parquet.field.id": POS_ID}))
      .sortWithinPartitions(PARTITION, "file_path", "pos")
-     .write.option("compression", "zstd").partitionBy(PARTITION).mode("errorifexists")
+     .write.option("compression", "zstd").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+     .partitionBy(PARTITION).mode("errorifexists")
      .parquet(location))
 
 

@@ -1,72 +1,77 @@
-"""The compaction run's commits on the compacted table: its staging branch, the empty base snapshot that first
-runs branch from, and the check that ``main`` is still the run's pinned cursor. The cursor publish itself is one
-``iceberg.commits.commit`` (see ``compaction.job``).
+"""Publishing a run: ONE catalog commit on the compacted table (SEMANTICS section 3).
+
+The commit adds the cursor snapshot (the staging branch's content, plus the run's position deletes through one
+delete manifest, with the cursor's summary), moves ``main`` to it on condition that ``main`` is still the
+pinned cursor ``C`` (Iceberg's assert-ref-snapshot-id), tags ``C`` as ``cursor-<C>`` so the replaced cursor
+stays protected from expiry while retained, and drops the staging branch. If ``main`` moved, the run has lost
+(``CursorMovedError``); if only other refs changed, the commit is rebuilt on the refreshed table and retried.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import json
+import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from pyiceberg.table import Table
+from pyiceberg.table.refs import SnapshotRefType
 
 from compactor import properties as props
-from compactor.cursor import MAIN
-from compactor.errors import CommitConflictError, CursorMovedError
+from compactor.compaction.deletes import DeleteFileInfo, delete_manifest, summary_counts
+from compactor.compaction.staging import require_cursor
+from compactor.cursor import MAIN, TAG_PREFIX, Cursor, cursor_properties
+from compactor.errors import CommitConflictError
+from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import RefMove, build_snapshot, commit
+from compactor.progress import Progress
+from compactor.topics.naming import TopicName
+from compactor.topics.topic import Topic
 
-BASE_BRANCH = "compactor-base"
-
-
-def ensure_base_branch(catalog: Any, table: Table) -> int:
-    """The id of the empty snapshot on ``compactor-base`` (created if missing) that first runs branch from.
-
-    Spark cannot write to a branch of a table without snapshots, and pyiceberg refuses branch writes there.
-    """
-    ref = table.metadata.refs.get(BASE_BRANCH)
-    if ref is not None:
-        return ref.snapshot_id
-    snapshot = build_snapshot(table, None, {props.SUMMARY_BASE: "true"})
-    # pyiceberg's AssertRefSnapshotId rejects any ref but main on a table without snapshots, so the base is
-    # created unconditionally: two racing creators each add an empty snapshot and the later ref wins, which
-    # is harmless (both are empty and stay in the metadata).
-    expect: dict[str, int | None] = {BASE_BRANCH: None} if table.metadata.snapshots else {}
-    with contextlib.suppress(CommitConflictError):  # another run created it first
-        commit(catalog, table, snapshot=snapshot, moves=[RefMove(BASE_BRANCH, None)],
-               expect=expect, what="creating the compacted table's base snapshot")
-    fresh = catalog.load_table(table.name())
-    return int(fresh.metadata.refs[BASE_BRANCH].snapshot_id)
+log = logging.getLogger(__name__)
+PUBLISH_ATTEMPTS = 5
 
 
-STAGE_ATTEMPTS = 8
-
-
-def require_cursor(table: Table, cursor: int | None, identifier: str, consequence: str = "") -> None:
-    """Raise ``CursorMovedError`` unless ``main`` of the compacted table is still the run's pinned ``cursor``."""
-    main = table.metadata.refs.get(MAIN)
-    current = main.snapshot_id if main else None
-    if current != cursor:
-        raise CursorMovedError(f"cursor moved: {identifier}'s cursor is now {current}, this run started from "
-                               f"{cursor}{consequence}")
-
-
-def create_stage_branch(catalog: Any, identifier: str, stage: str, base: int, cursor: int | None) -> None:
-    """Create the run's private staging branch at ``base``, on condition that ``main`` is still ``cursor``.
-
-    A metadata-only commit made here rather than with Spark's ``ALTER TABLE ... CREATE BRANCH``: under
-    concurrent commits Iceberg 1.10's transactional ref update fails ("Table metadata refresh is required")
-    even with retries enabled. Here a lost race is retried on the refreshed table, and a cursor that moved in
-    the meantime ends the attempt early (``CursorMovedError``), before any Spark work.
-    """
-    for attempt in range(STAGE_ATTEMPTS):
-        table = catalog.load_table(identifier)
-        require_cursor(table, cursor, identifier)
+def publish_cursor(catalog: Any, name: TopicName, stage: str, previous: int | None, cursor: Cursor,
+                   delete_files: Sequence[DeleteFileInfo], progress: Progress) -> int:
+    """Commit ``cursor`` (built on the staging branch ``stage``) if ``main`` is still ``previous``; returns the
+    new cursor's snapshot id."""
+    started = time.monotonic()
+    for _ in range(PUBLISH_ATTEMPTS):
+        with translate_storage_errors(f"publishing the cursor of {name}"):
+            table = catalog.load_table(name.compacted_identifier)
+        require_cursor(table, previous, str(name), "; nothing was published")
+        head = table.metadata.snapshot_by_name(stage)
+        if head is None:
+            raise CommitConflictError(f"the staging branch {stage} of this run disappeared")
+        timed = dataclasses.replace(cursor.stats, durations_ms={
+            **cursor.stats.durations_ms, "commit_ms": int((time.monotonic() - started) * 1000)})
+        summary = cursor_properties(dataclasses.replace(cursor, stats=timed))
+        manifests = (lambda sid, t=table: [delete_manifest(t, sid, list(delete_files))]) if delete_files else None
+        snapshot = build_snapshot(table, head, summary, manifests, summary_counts(list(delete_files)))
+        moves = [RefMove(MAIN, None)]
+        if previous is not None:
+            moves.append(RefMove(f"{TAG_PREFIX}{previous}", previous, SnapshotRefType.TAG))
         try:
-            commit(catalog, table, snapshot=None, moves=[RefMove(stage, base)], expect={MAIN: cursor, stage: None},
-                   what=f"creating staging branch {stage}")
-            return
-        except CommitConflictError:
-            time.sleep(0.05 * (attempt + 1))
-    raise CommitConflictError(f"could not create staging branch {stage} of {identifier} after {STAGE_ATTEMPTS} "
-                              "attempts: the table kept changing")
+            commit(catalog, table, snapshot=snapshot, moves=moves, removals=[stage],
+                   expect={MAIN: previous, stage: head.snapshot_id}, what=f"publishing the cursor of {name}")
+        except CommitConflictError as exc:
+            progress.phase("publish retry", str(exc))
+            continue
+        progress.phase("published", compacted_snapshot_id=snapshot.snapshot_id,
+                       commit_ms=int((time.monotonic() - started) * 1000))
+        return int(snapshot.snapshot_id)
+    raise CommitConflictError(f"could not publish the cursor of {name} after {PUBLISH_ATTEMPTS} attempts: "
+                              "the compacted table kept changing")
+
+
+def mirror_cursor(topic: Topic, snapshot_id: int, cursor: Cursor) -> None:
+    """Show the cursor on the raw table too (for people and tools; nothing trusts it). Best effort."""
+    value = json.dumps({"compacted_table": topic.name.compacted_identifier, "compacted_snapshot_id": snapshot_id,
+                        "horizons": cursor.horizons_dict(), "raw_snapshot_id": cursor.raw_snapshot_id,
+                        "run_time_ms": cursor.now_ms}, separators=(",", ":"))
+    try:
+        topic.set_internal_properties({props.CURSOR_MIRROR_PROPERTY: value})
+    except Exception as exc:  # the cursor is published; the mirror is for people
+        log.warning("could not mirror the cursor of %s on the raw table: %s", topic.name, exc)

@@ -1,13 +1,15 @@
 """The compaction cursor (Pulsar's ``__compaction`` cursor): the contract between compaction, readers,
 retention and status.
 
-* ``model``: what a cursor is (``Cursor``, ``ViewStats``) and how it is encoded in a snapshot summary.
+* ``model``: what a cursor is (``Cursor``) and how it is encoded in a snapshot summary.
+* ``stats``: the figures it carries (``ViewStats`` of its rows, ``CompactionStats`` of the run).
 * ``store``: loading the compacted table, its current cursor and the chain of retained cursors.
 * ``table``: the compacted table itself (created on first use, checked to belong to its topic).
 """
 
-from compactor.cursor.model import MAIN, STAGE_PREFIX, TAG_PREFIX, Cursor, ViewStats, cursor_properties, parse_cursor
+from compactor.cursor.model import MAIN, STAGE_PREFIX, TAG_PREFIX, Cursor, cursor_properties, parse_cursor
+from compactor.cursor.stats import CompactionStats, ViewStats
 from compactor.cursor.store import CompactedState, cursor_chain, load_compacted, retained_cursors
 
-__all__ = ["MAIN", "STAGE_PREFIX", "TAG_PREFIX", "CompactedState", "Cursor", "ViewStats", "cursor_chain",
-           "cursor_properties", "load_compacted", "parse_cursor", "retained_cursors"]
+__all__ = ["MAIN", "STAGE_PREFIX", "TAG_PREFIX", "CompactedState", "CompactionStats", "Cursor", "ViewStats",
+           "cursor_chain", "cursor_properties", "load_compacted", "parse_cursor", "retained_cursors"]

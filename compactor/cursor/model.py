@@ -26,6 +26,7 @@ from typing import Any
 
 from pyiceberg.table.snapshots import Snapshot
 
+from compactor.cursor.stats import CompactionStats, ViewStats
 from compactor.errors import CursorCorruptError
 from compactor.properties import (
     CURSOR_BYTES_AT_HORIZON,
@@ -50,31 +51,6 @@ STAGE_PREFIX = "compactor-run-"
 
 
 @dataclass(frozen=True)
-class ViewStats:
-    """Bookkeeping about the compacted rows a cursor holds (drives cheap decisions in the next run).
-
-    Counts and ``clean_bytes`` are exact. The two minimums are lower bounds: exact after a first run or a
-    rewrite; an incremental run only lowers them (it knows what it adds, not what the removed rows held),
-    so at worst a later run makes a pass that finds nothing to expire.
-    """
-
-    rows: int = 0
-    tombstones: int = 0
-    null_key_rows: int = 0
-    clean_bytes: int = 0
-    min_tombstone_delete_horizon: int | None = None
-    min_timestamp_ms: int | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> ViewStats:
-        data = json.loads(text)
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-
-@dataclass(frozen=True)
 class Cursor:
     """One published cursor: a compacted snapshot and what it was computed from."""
 
@@ -85,7 +61,7 @@ class Cursor:
     raw_next_offsets: tuple[int, ...]
     now_ms: int
     settings: dict[str, str]
-    stats: dict[str, Any]
+    stats: CompactionStats
     view: ViewStats
     previous: int | None
     run_id: str
@@ -112,8 +88,8 @@ class Cursor:
             "run_time_ms": self.now_ms,
             "previous_cursor": self.previous,
             "settings": self.settings,
-            "stats": self.stats,
-            "view": self.view.__dict__,
+            "stats": self.stats.as_json(),
+            "view": self.view.as_json(),
         }
 
 
@@ -145,7 +121,7 @@ def parse_cursor(snapshot: Snapshot) -> Cursor:
     try:
         now_ms = int(props[CURSOR_NOW])
         settings = json.loads(props.get(CURSOR_SETTINGS, "{}"))
-        stats = json.loads(props.get(CURSOR_STATS, "{}"))
+        stats = CompactionStats.from_mapping(json.loads(props.get(CURSOR_STATS, "{}")))
         view = ViewStats.from_json(props.get(CURSOR_VIEW, "{}"))
         raw_sid_text = props.get(CURSOR_RAW_SNAPSHOT, "")
         raw_sid = int(raw_sid_text) if raw_sid_text else None
@@ -183,7 +159,7 @@ def cursor_properties(c: Cursor) -> dict[str, str]:
         CURSOR_BYTES_AT_HORIZON: json.dumps(list(c.bytes_at_horizon), separators=(",", ":")),
         CURSOR_NOW: str(c.now_ms),
         CURSOR_SETTINGS: json.dumps(c.settings, sort_keys=True, separators=(",", ":")),
-        CURSOR_STATS: json.dumps(c.stats, sort_keys=True, separators=(",", ":")),
+        CURSOR_STATS: json.dumps(c.stats.as_json(), sort_keys=True, separators=(",", ":")),
         CURSOR_VIEW: c.view.to_json(),
         CURSOR_PREVIOUS: "" if c.previous is None else str(c.previous),
         CURSOR_RUN_ID: c.run_id,

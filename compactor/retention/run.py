@@ -181,10 +181,9 @@ class RetentionPass:
         from compactor.compaction.job import TwoPhaseCompactor
 
         outcome = TwoPhaseCompactor(self.lake, self.name, now_ms=self.now, trim_before_ms=limit).run()
-        stats = outcome.stats or {}
         return {"applies": True, "committed": outcome.committed, "trim_before_ms": limit,
                 "compacted_snapshot_id": outcome.compacted_snapshot_id,
-                "rows_removed": int(stats.get("rows_deleted_from_view", 0) or 0), "reason": outcome.reason}
+                "rows_removed": outcome.stats.rows_deleted_from_view, "reason": outcome.reason}
 
     # --- 3. compacted data of a topic whose policy lacks compact -----------------------------------------
 

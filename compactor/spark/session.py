@@ -145,6 +145,13 @@ def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
             spark.conf.set(key, value)
 
 
+def private_session(parent: SparkSession, config: LakeConfig) -> SparkSession:
+    """A new session on ``parent``'s SparkContext with ``config``'s catalog: settings changed on it stay there."""
+    session = parent.newSession()
+    register_catalog(session, config)
+    return session
+
+
 def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = None) -> SparkSession:
     """Return a SparkSession configured for ``config`` (the active one if there is one)."""
     from pyspark import SparkConf

@@ -35,9 +35,10 @@ class TopicName:
                 )
         if len(name) > MAX_NAME_LENGTH:
             raise InvalidTopicNameError(f"topic name {text!r} is longer than {MAX_NAME_LENGTH} characters")
-        if parts[-1].endswith(COMPACTED_SUFFIX):
+        if COMPACTED_SUFFIX in parts[-1]:
             raise InvalidTopicNameError(
-                f"topic name {text!r} must not end with '{COMPACTED_SUFFIX}' (reserved for compacted views)"
+                f"topic name {text!r} must not contain '{COMPACTED_SUFFIX}' (reserved for compacted views and "
+                "the tables of compaction runs)"
             )
         return cls(tuple(parts[:-1]), parts[-1])
 

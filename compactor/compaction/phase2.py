@@ -1,21 +1,14 @@
-"""The two phases as pure DataFrame logic, apart from catalogs and commits (tested on plain DataFrames).
+"""Phase 2 as pure DataFrame logic: the compacted view's new rows, and the compacted rows a run removes.
 
-Phase 1 reads only ``partition``, ``key``, ``offset`` (and ``timestamp`` is not needed once the horizon is
-known) of the new raw range and finds the latest offset of every key by grouping on the exact key bytes:
-no digest, so no collision can merge two keys. Phase 2 keeps the full rows of the range whose offset won
-and stamps tombstones with their delete horizon.
+Inputs are DataFrames (the raw range, the view at the cursor, and phase 1's masks and keys read from the
+scratch table), so these functions are tested on plain DataFrames; catalogs and commits live elsewhere.
 
-Both phases run partition by partition without a shuffle when Spark's storage-partitioned grouping is on
-(the raw table and the compacted view are partitioned by ``identity(partition)``, see ``job.SPARK_SETTINGS``).
-Phase 1 is a local hash aggregation (it spills to disk when the keys outgrow memory). Phase 2 does not join
-the winners row by row: offsets are dense, so the winners become one 64-bit mask per 64 consecutive offsets
-(``latest_offset_masks``), and each raw row looks its bit up in a hash join on ``(partition, offset >> 6)``.
-The join's hash table holds about one byte per record of the task's range (a 100M-record partition: ~100
-MB per task), neither side is sorted, and full rows are never shuffled; only the kept rows are sorted by
-offset for writing (on the standard workload, paired runs: 0.8-1.5 s less than the sort-merge join on
-``(partition, offset)``, which sorted all 5M raw rows; see bench/README.md). Nothing is collected to the
-driver or broadcast: broadcast joins are disabled for the job. Finding superseded view rows is a hash join
-whose build side is only the new range's keys.
+* ``new_view_rows``: the range's rows the view keeps. Each raw row looks its bit up in its word's mask (a hash
+  join on ``(partition, offset >> 6)`` whose build side is about one byte per record of the partition's range);
+  neither side is sorted and full rows are never shuffled; only the kept rows are sorted by offset for writing.
+* ``classify_view`` / ``surviving_rows``: the compacted rows a run removes, and their complement, from the
+  winning keys (a join on ``(partition, key)``), the stored delete horizons, the null-key setting and a
+  retention trim. One rule set serves the incremental pass, the rewrite and the trim.
 """
 
 from __future__ import annotations
@@ -23,6 +16,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from compactor.compaction.phase1 import WORD_BITS, WORD_SHIFT
+from compactor.compaction.scratch import MASK, WORD
 from compactor.schema import (
     DELETE_HORIZON,
     HEADERS,
@@ -35,10 +30,6 @@ from compactor.schema import (
     VIEW_COLUMNS,
 )
 
-WORD = "__compactor_word"
-MASK = "__compactor_mask"
-WORD_SHIFT = 6
-WORD_BITS = 1 << WORD_SHIFT
 SUPERSEDED = "__compactor_superseded"
 DOOMED = "__compactor_doomed"
 TRIMMED = "__compactor_trimmed"
@@ -60,24 +51,17 @@ def record_bytes() -> Column:
     return (F.coalesce(F.length(KEY), F.lit(0)) + F.coalesce(F.length(VALUE), F.lit(0))).cast("bigint") + header_bytes
 
 
-def latest_offsets(range_rows: DataFrame) -> DataFrame:
-    """Phase 1: ``(partition, key, offset)`` of the highest offset of each non-null key in the range."""
-    return (range_rows.where(F.col(KEY).isNotNull())
-            .select(PARTITION, KEY, OFFSET)
-            .groupBy(PARTITION, KEY)
-            .agg(F.max(OFFSET).alias(OFFSET)))
-
-
-def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys: bool, now_ms: int,
+def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: bool, now_ms: int,
                   delete_retention_ms: int) -> DataFrame:
-    """Phase 2 (new rows): the range's rows that the compacted view keeps, in view columns, offset-sorted.
+    """The range's rows that the compacted view keeps, in view columns, offset-sorted within each task.
 
-    Kept: each key's latest record; keyless records only under ``compaction.null-key=retain``; a tombstone
-    only if ``now < now + delete.retention.ms`` (so ``delete.retention.ms = 0`` drops it at once).
+    Kept: each key's latest record (its bit is set in ``masks``, columns partition, word, mask); keyless
+    records only under ``compaction.null-key=retain``; a tombstone only if ``now < now + delete.retention.ms``
+    (so ``delete.retention.ms = 0`` drops it at once), stamped with that delete horizon.
     """
-    masks = latest_offset_masks(winners)
     joined = range_rows.withColumn(WORD, F.shiftright(F.col(OFFSET), WORD_SHIFT)).join(
-        masks.hint("shuffle_hash"), [PARTITION, WORD], "left" if retain_null_keys else "inner")
+        masks.select(PARTITION, WORD, MASK).hint("shuffle_hash"), [PARTITION, WORD],
+        "left" if retain_null_keys else "inner")
     latest = F.coalesce(F.expr(f"(shiftright(`{MASK}`, CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT)) & 1) = 1"),
                         F.lit(False))
     kept = joined.where(latest | F.col(KEY).isNull() if retain_null_keys else latest)
@@ -90,40 +74,29 @@ def new_view_rows(range_rows: DataFrame, winners: DataFrame, *, retain_null_keys
     return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
 
 
-def latest_offset_masks(winners: DataFrame) -> DataFrame:
-    """Phase 1's winners as one 64-bit mask per 64 consecutive offsets: ``(partition, word, mask)``.
-
-    Offsets are dense, so a word covers 64 records of the range and its mask has a bit set for each that is
-    its key's latest. The masks are what phase 2's join builds its hash table from: about one byte per
-    record in the range, per task, instead of a row per winner, and no sort of either side.
-    """
-    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
-    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), bit.alias(MASK))
-            .groupBy(PARTITION, WORD).agg(F.bit_or(MASK).alias(MASK)))
-
-
-def classify_view(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
-                  with_positions: bool = False, trim_before_ms: int | None = None) -> DataFrame:
+def classify_view(view_rows: DataFrame, keys: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
+                  with_positions: bool = False, trim_before_ms: int | None = None,
+                  hash_keys: bool = True) -> DataFrame:
     """Mark each compacted row that this run removes (column ``DOOMED``), reading only narrow columns.
 
-    Removed: rows whose key won again in the new range (a newer record or tombstone supersedes them),
-    tombstones whose stored delete horizon has passed (``delete_horizon_ms <= now``), and keyless rows when
-    the setting is now ``drop``. ``with_positions`` keeps Iceberg's ``_file`` and ``_pos`` columns, so the
-    marked rows can be written as position deletes by the same pass. ``trim_before_ms`` (retention under
-    ``delete,compact``) also removes rows whose timestamp is older than it, and marks them (column
-    ``TRIMMED``) so the run can advance the compacted start (``trim_starts``).
+    Removed: rows whose key won again in the new range (``keys``: partition, key), tombstones whose stored
+    delete horizon has passed (``delete_horizon_ms <= now``), and keyless rows when the setting is now
+    ``drop``. ``with_positions`` keeps Iceberg's ``_file`` and ``_pos`` columns, so the marked rows can be
+    written as position deletes by the same pass. ``trim_before_ms`` (retention under ``delete,compact``)
+    also removes rows older than it, and marks them (column ``TRIMMED``) so the run can advance the compacted
+    start (``trim_starts``). ``hash_keys`` builds a hash table of the keys (they fit a task's memory);
+    otherwise the join sorts both sides and spills.
     """
     columns = [PARTITION, KEY, OFFSET, TIMESTAMP, DELETE_HORIZON, RECORD_BYTES]
     if with_positions:  # the incremental pass needs no offsets or timestamps: keep it as narrow as possible
         columns = [PARTITION, KEY, DELETE_HORIZON, RECORD_BYTES]
         if trim_before_ms is not None:
             columns.append(TIMESTAMP)
-    if with_positions:  # Iceberg's metadata columns: the data file and row position, for position deletes
-        columns += ["_file", "_pos"]
+        columns += ["_file", "_pos"]  # Iceberg's metadata columns: the data file and row position
     narrow = view_rows.select(*columns)
-    if winners is not None:
-        keys = winners.select(PARTITION, KEY, F.lit(True).alias(SUPERSEDED))
-        narrow = narrow.join(keys.hint("shuffle_hash"), [PARTITION, KEY], "left")
+    if keys is not None:
+        marked = keys.select(PARTITION, KEY, F.lit(True).alias(SUPERSEDED))
+        narrow = narrow.join(marked.hint("shuffle_hash" if hash_keys else "merge"), [PARTITION, KEY], "left")
         superseded = F.col(SUPERSEDED).isNotNull()
     else:
         superseded = F.lit(False)
@@ -149,12 +122,13 @@ def trim_starts(classified: DataFrame) -> DataFrame:
                  F.min(F.when(~F.col(DOOMED), F.col(OFFSET))).alias("first_kept")))
 
 
-def surviving_rows(view_rows: DataFrame, winners: DataFrame | None, *, now_ms: int,
-                   drop_null_keys: bool, trim_before_ms: int | None = None) -> DataFrame:
+def surviving_rows(view_rows: DataFrame, keys: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
+                   trim_before_ms: int | None = None, hash_keys: bool = True) -> DataFrame:
     """Full compacted rows that this run keeps (the complement of ``classify_view``), for a rewrite."""
     rows = view_rows
-    if winners is not None:
-        rows = rows.join(winners.select(PARTITION, KEY).hint("shuffle_hash"), [PARTITION, KEY], "left_anti")
+    if keys is not None:
+        rows = rows.join(keys.select(PARTITION, KEY).hint("shuffle_hash" if hash_keys else "merge"),
+                         [PARTITION, KEY], "left_anti")
     keep = F.col(DELETE_HORIZON).isNull() | (F.col(DELETE_HORIZON) > F.lit(now_ms))
     if drop_null_keys:
         keep = keep & F.col(KEY).isNotNull()

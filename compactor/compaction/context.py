@@ -1,0 +1,91 @@
+"""What the steps of one compaction run share: the plan, the layout, the job session and the tables' scans."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from compactor.compaction.execution import Layout, apply_settings, read_table
+from compactor.compaction.plan import CompactionPlan
+from compactor.progress import Progress
+from compactor.schema import KEY
+from compactor.spark.columns import offset_ranges
+from compactor.topics.naming import TopicName
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# A partition's winning keys are hashed in one task's memory up to this many records in its range (about 50 to
+# 100 bytes each); past it the joins on keys sort both sides instead, and spill.
+HASH_KEYS_LIMIT = 2_000_000
+
+
+@dataclass
+class RunContext:
+    """One attempt of a run: everything its steps read, and the timings they record."""
+
+    name: TopicName
+    plan: CompactionPlan
+    spark: SparkSession
+    layout: Layout
+    catalog_name: str
+    run_id: str
+    stage: str                      # the private staging branch of the compacted table
+    view_location: str              # the compacted table's location (position delete files go below it)
+    progress: Progress
+    scratch: str | None = None      # the phase-1 scratch table, once phase 1 created it
+    timings: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def stage_identifier(self) -> str:
+        return self.name.spark_identifier(self.catalog_name, compacted=True, branch=self.stage)
+
+    @property
+    def hash_keys(self) -> bool:
+        """Whether joins on the winning keys may hold one partition's keys in a task's memory."""
+        return max((hi - lo for lo, hi in self.plan.ranges.values()), default=0) <= HASH_KEYS_LIMIT
+
+    def settings(self, *, grouped: bool) -> None:
+        """Set the job session for the next jobs (see ``execution.apply_settings``)."""
+        apply_settings(self.spark, self.layout, grouped=grouped)
+
+    def raw_range(self) -> DataFrame:
+        """The raw rows of the new range ``[H_p(C), H_p)`` at the pinned snapshot ``S``."""
+        condition = offset_ranges((p, lo, hi) for p, (lo, hi) in self.plan.ranges.items())
+        assert condition is not None, "raw_range() needs a range"
+        return read_table(self.spark, self.name.spark_identifier(self.catalog_name), self.plan.raw_snapshot_id,
+                          self.layout.raw_split_bytes).where(condition)
+
+    def view_at_cursor(self) -> DataFrame:
+        """The compacted rows of the pinned cursor ``C``."""
+        assert self.plan.cursor is not None, "view_at_cursor() needs a cursor"
+        return read_table(self.spark, self.name.spark_identifier(self.catalog_name, compacted=True),
+                          self.plan.cursor.snapshot_id, self.layout.view_split_bytes)
+
+    def _scratch(self) -> DataFrame:
+        assert self.scratch is not None, "phase 1 has not run"
+        quoted = ".".join(f"`{part}`" for part in (self.catalog_name, *self.scratch.split(".")))
+        return read_table(self.spark, quoted, None, None)
+
+    def masks(self) -> DataFrame:
+        """Phase 1's winners as offset masks ``(partition, word, mask)``."""
+        from pyspark.sql import functions as F
+
+        return self._scratch().where(F.col(KEY).isNull())
+
+    def winning_keys(self) -> DataFrame | None:
+        """Phase 1's winning keys ``(partition, key)``; ``None`` when the run has no new range."""
+        from pyspark.sql import functions as F
+
+        if not self.plan.ranges:
+            return None
+        return self._scratch().where(F.col(KEY).isNotNull())
+
+    def started(self) -> float:
+        return time.monotonic()
+
+    def took(self, step: str, started: float) -> int:
+        """Record how long ``step`` took (``durations_ms`` in the statistics)."""
+        self.timings[step] = int((time.monotonic() - started) * 1000)
+        return self.timings[step]

@@ -1,0 +1,150 @@
+"""How Spark runs a compaction: the layout of its tasks, the job session's settings, and the scans.
+
+Two layouts, chosen per run by estimated cost (``choose_layout``; measurements in bench/README.md):
+
+* **partitioned**: one task per topic partition, storage-partitioned end to end (both tables and the phase-1
+  scratch table are partitioned by ``identity(partition)``): phase 1 aggregates each partition's range without
+  an exchange, and phase 2 joins the range with its winners partition by partition. Cheapest per record, but
+  it uses at most as many cores as the topic has partitions with work.
+* **sliced**: the raw range and the view are split into offset slices (Iceberg task groups of about
+  ``split_bytes``; raw files hold contiguous offset ranges, so a slice is a run of whole files or row groups).
+  Phase 1 exchanges only ``(partition, key, offset)`` to find each key's latest offset; phase 2 reads full
+  rows slice by slice, each task joining its slice with its partition's winners through Spark's partially
+  clustered storage-partitioned join (the winners' side is replicated to the slices of its partition), so full
+  rows are never shuffled. Costs about ``SLICED_COST`` times more per record, and uses every slot.
+
+The product's jobs run on ``Lake.job_spark()``, a private session of the same Spark application, so these
+settings never reach the caller's session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from compactor.errors import InputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PARTITIONED = "partitioned"
+SLICED = "sliced"
+# Task time per record of the sliced layout relative to the partitioned one, measured on the standard
+# workload with 4 partitions on 2 slots (bench/README.md): the exchange of phase 1 and the replicated winners.
+SLICED_COST = 1.15
+TASKS_PER_SLOT = 2
+MIN_SPLIT_BYTES = 8 * 1024 * 1024
+FILE_OPEN_COST = 1024 * 1024
+# Relative cost of a view row: the incremental pass reads four narrow columns, a rewrite whole rows.
+NARROW_VIEW_ROW = 0.25
+
+# Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast
+# of anything built from keys or records (SEMANTICS section 2: nothing key- or record-sized is broadcast).
+JOB_SETTINGS = {
+    "spark.sql.sources.v2.bucketing.enabled": "true",
+    "spark.sql.sources.v2.bucketing.pushPartValues.enabled": "true",
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+}
+GROUPED_SCANS = "spark.sql.iceberg.planning.preserve-data-grouping"
+PARTIAL_CLUSTERING = "spark.sql.sources.v2.bucketing.partiallyClusteredDistribution.enabled"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the run's tasks are laid out (see the module docstring)."""
+
+    kind: str
+    slots: int
+    raw_split_bytes: int | None = None   # sliced: target bytes of a raw slice
+    view_split_bytes: int | None = None  # sliced: target bytes of a view slice
+    reason: str = ""
+
+    @property
+    def sliced(self) -> bool:
+        return self.kind == SLICED
+
+
+def makespan(work: Sequence[float], slots: int) -> float:
+    """The finish time of ``work`` items (one task each) on ``slots`` slots, longest first (LPT)."""
+    loads = [0.0] * max(slots, 1)
+    for item in sorted(work, reverse=True):
+        heapq.heapreplace(loads, loads[0] + item)
+    return max(loads)
+
+
+def split_bytes(total_bytes: int, slots: int) -> int:
+    """Target bytes of one slice: ``TASKS_PER_SLOT`` slices per slot, none smaller than ``MIN_SPLIT_BYTES``."""
+    return max(MIN_SPLIT_BYTES, -(-total_bytes // max(slots * TASKS_PER_SLOT, 1)))
+
+
+def choose_layout(work: Sequence[float], slots: int, *, raw_bytes: int, view_bytes: int,
+                  force: str | None = None) -> Layout:
+    """The cheaper layout for ``work`` (estimated cost per topic partition) on ``slots`` task slots, unless
+    ``force`` names one (tests and benchmarks compare both)."""
+    if force not in (None, PARTITIONED, SLICED):
+        raise InputError(f"unknown layout {force!r}: use {PARTITIONED!r} or {SLICED!r}")
+    busy = sum(1 for w in work if w > 0)
+    partitioned = makespan(work, slots)
+    sliced = sum(work) / max(slots, 1) * SLICED_COST
+    estimate = f"estimated {partitioned:.0f} partitioned vs {sliced:.0f} sliced on {slots} slot(s)"
+    if force == PARTITIONED or (force is None and partitioned <= sliced):
+        why = "requested" if force else f"{busy} partition(s) with work keep the slots busy"
+        return Layout(PARTITIONED, slots, reason=f"{why} ({estimate})")
+    why = "requested" if force else f"{busy} partition(s) with work would leave slots idle"
+    return Layout(SLICED, slots, split_bytes(raw_bytes, slots), split_bytes(view_bytes, slots),
+                  reason=f"{why} ({estimate})")
+
+
+def task_slots(spark: SparkSession) -> int:
+    """Task slots of the application: ``spark.default.parallelism`` if set, else executors x cores."""
+    configured = spark.sparkContext.getConf().get("spark.default.parallelism")
+    if configured and configured.isdigit():
+        return max(int(configured), 1)
+    return max(int(spark.sparkContext.defaultParallelism), 1)
+
+
+def apply_settings(spark: SparkSession, layout: Layout, *, grouped: bool) -> None:
+    """Set the job session for the next jobs: ``grouped`` scans report their partitioning (storage-partitioned
+    aggregation and joins); a sliced layout's joins cluster the larger side partially (its slices stay apart)."""
+    for key, value in {**JOB_SETTINGS, GROUPED_SCANS: str(grouped).lower(),
+                       PARTIAL_CLUSTERING: str(layout.sliced).lower()}.items():
+        spark.conf.set(key, value)
+    minimum = layout.slots * TASKS_PER_SLOT
+    current = spark.conf.get("spark.sql.shuffle.partitions") or "0"
+    if current.isdigit() and int(current) < minimum:
+        spark.conf.set("spark.sql.shuffle.partitions", str(minimum))
+
+
+def read_table(spark: SparkSession, identifier: str, snapshot_id: int | None, split: int | None) -> DataFrame:
+    """An Iceberg table at a snapshot (``None``: current), read in slices of about ``split`` bytes if given."""
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    if split is not None:
+        reader = reader.option("split-size", str(split)).option("file-open-cost", str(FILE_OPEN_COST))
+    return reader.load(identifier)
+
+
+@contextlib.contextmanager
+def job_description(spark: SparkSession, text: str) -> Iterator[None]:
+    """Name the Spark jobs started in this thread (the UI and event log show it), then restore the old name."""
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription(text)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
+
+
+def estimate_work(range_records: Mapping[int, int], view_rows: Mapping[int, int], partitions: int, *,
+                  rewrite: bool) -> list[float]:
+    """Estimated cost per topic partition: its range records plus its view rows (narrow unless rewritten)."""
+    weight = 1.0 if rewrite else NARROW_VIEW_ROW
+    return [range_records.get(p, 0) + weight * view_rows.get(p, 0) for p in range(partitions)]

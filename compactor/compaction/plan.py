@@ -1,0 +1,130 @@
+"""Planning a compaction run: pure decisions from pinned metadata, testable without a JVM or a catalog.
+
+Given the pinned cursor ``C``, the raw offsets of snapshot ``S``, the settings read once and ``now``, the plan
+says what the run does (SEMANTICS section 2): the new range ``[H_p(C), H_p)`` of each partition, whether
+compacted rows must go without a horizon advancing (expired tombstones, keyless rows after a switch to
+``drop``, a retention trim), whether to rewrite the view instead of deleting and appending, and whether there
+is anything to do at all. ``execution.choose_layout`` then picks how Spark runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compactor.cursor import Cursor, ViewStats
+from compactor.topics.settings import TopicSettings
+from compactor.topics.state import PartitionOffsets
+
+# The view is rewritten whole (instead of deletes + appends) when position-deleted rows reach this share of
+# its live rows, or when it has this many data files per partition.
+REWRITE_DELETED_RATIO = 0.3
+REWRITE_FILES_PER_PARTITION = 64
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What one run does, decided before any data is read."""
+
+    raw_snapshot_id: int | None
+    cursor: Cursor | None
+    settings: TopicSettings
+    now_ms: int
+    previous: tuple[int, ...]          # H_p(C), raised to the log start where retention passed it
+    horizons: tuple[int, ...]          # H_p of this run
+    next_offsets: tuple[int, ...]      # N_p(S)
+    logical_bytes: tuple[int, ...]     # cumulative logical bytes of [0, N_p(S)) per partition
+    log_starts: tuple[int, ...]        # LSO_p at S
+    purge_expired: bool                # some compacted tombstone's delete horizon has passed
+    purge_keyless: bool                # the view holds keyless rows and the setting is now drop
+    rewrite_reason: str | None         # why the view is written afresh (None: deletes plus appends)
+    trim_before_ms: int | None = None  # delete,compact retention: remove compacted rows older than this
+
+    @property
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """``partition -> (H_p(C), H_p)`` for every partition whose horizon advances."""
+        return {p: (lo, hi) for p, (lo, hi) in enumerate(zip(self.previous, self.horizons, strict=True)) if hi > lo}
+
+    @property
+    def records_in_range(self) -> int:
+        return sum(hi - lo for lo, hi in self.ranges.values())
+
+    @property
+    def partitions(self) -> int:
+        return len(self.horizons)
+
+    @property
+    def view(self) -> ViewStats:
+        """The compacted rows at ``C`` (none before the first run)."""
+        return self.cursor.view if self.cursor else ViewStats()
+
+    @property
+    def removes_view_rows(self) -> bool:
+        """Whether compacted rows at ``C`` may be removed (superseded, expired, keyless, trimmed)."""
+        return self.cursor is not None and (bool(self.ranges) or self.purge_expired or self.purge_keyless
+                                            or self.trim_before_ms is not None)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.ranges) or self.purge_expired or self.purge_keyless or self.trim_before_ms is not None
+
+    @property
+    def mode(self) -> str:
+        """``first``, ``trim``, ``rewrite`` or ``incremental`` (see ``cursor.stats.CompactionStats``)."""
+        if self.cursor is None:
+            return "first"
+        if self.trim_before_ms is not None and not self.ranges:
+            return "trim" if self.rewrite_reason is None else "rewrite"
+        return "incremental" if self.rewrite_reason is None else "rewrite"
+
+
+def previous_horizons(cursor: Cursor | None, log_starts: Sequence[int]) -> tuple[int, ...]:
+    """Where each partition's new range starts: ``H_p(C)``, or the log start before any compaction or where
+    retention removed records past the horizon (SEMANTICS section 4, "Policy changes")."""
+    if cursor is None:
+        return tuple(log_starts)
+    return tuple(max(h, s) for h, s in zip(cursor.horizons, log_starts, strict=True))
+
+
+def rewrite_reason(cursor: Cursor | None, partitions: int, *, requested: bool) -> str | None:
+    """Why this run rewrites the view whole, or ``None`` to delete and append (the first run only appends)."""
+    if cursor is None:
+        return None
+    if requested:
+        return "requested"
+    deleted = cursor.stats.view_position_deletes
+    if cursor.view.rows and deleted >= REWRITE_DELETED_RATIO * cursor.view.rows:
+        return f"{deleted} position-deleted rows >= {REWRITE_DELETED_RATIO:.0%} of {cursor.view.rows} live rows"
+    files = cursor.stats.view_data_files
+    if files > REWRITE_FILES_PER_PARTITION * partitions:
+        return f"{files} data files > {REWRITE_FILES_PER_PARTITION} per partition"
+    return None
+
+
+def make_plan(*, raw_snapshot_id: int | None, cursor: Cursor | None, offsets: PartitionOffsets,
+              horizons: Sequence[int], settings: TopicSettings, now_ms: int, force_rewrite: bool = False,
+              trim_before_ms: int | None = None) -> CompactionPlan:
+    """The plan of a run whose horizons were computed as ``horizons`` (``compute_horizons``, or the previous
+    horizons unchanged for a retention trim)."""
+    view = cursor.view if cursor else ViewStats()
+    purge_expired = (view.tombstones > 0 and view.min_tombstone_delete_horizon is not None
+                     and view.min_tombstone_delete_horizon <= now_ms)
+    purge_keyless = not settings.retain_null_keys and view.null_key_rows > 0
+    trim = trim_before_ms
+    if trim is not None and (view.rows == 0 or view.min_timestamp_ms is None or view.min_timestamp_ms >= trim):
+        trim = None  # every compacted row is at least this new (the minimum is a lower bound)
+    return CompactionPlan(
+        raw_snapshot_id=raw_snapshot_id,
+        cursor=cursor,
+        settings=settings,
+        now_ms=now_ms,
+        previous=previous_horizons(cursor, offsets.log_start_offsets),
+        horizons=tuple(horizons),
+        next_offsets=tuple(offsets.next_offsets),
+        logical_bytes=tuple(offsets.logical_bytes),
+        log_starts=tuple(offsets.log_start_offsets),
+        purge_expired=purge_expired,
+        purge_keyless=purge_keyless,
+        rewrite_reason=rewrite_reason(cursor, offsets.partitions, requested=force_rewrite),
+        trim_before_ms=trim,
+    )

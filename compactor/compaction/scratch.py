@@ -1,0 +1,94 @@
+"""The phase-1 scratch table: where a run keeps its winners between phase 1 and phase 2.
+
+Phase 1 writes, for each partition of the new range, the winners' offsets as one 64-bit mask per 64
+consecutive offsets (``word`` = offset >> 6) and, when a compacted view exists, the winning keys. Phase 2 reads
+them back through storage-partitioned joins: the scratch table is partitioned by ``identity(partition)`` like
+the topic and the view. So phase 1 is a step of its own (timed, with a failure point after it), and nothing
+key- or record-sized ever reaches the driver.
+
+The table is ``<namespace>.<topic>__compacted__run_<now>_<id>``, placed under the compacted table's location,
+and dropped with its files when the run ends, whatever the outcome. A run that died leaves one behind; the
+next run of the topic (and retention) drops scratch tables older than ``compaction.orphan-min-age-ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField
+
+from compactor.config import LakeConfig
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.storage import delete_prefix
+from compactor.schema import COMPACTED_SUFFIX, KEY, PARTITION, TOPIC_PARTITION_SPEC
+from compactor.topics.naming import TopicName
+
+log = logging.getLogger(__name__)
+
+WORD = "word"
+MASK = "mask"
+SCRATCH_INFIX = f"{COMPACTED_SUFFIX}__run_"
+SCRATCH_SCHEMA = Schema(
+    NestedField(1, PARTITION, IntegerType(), required=True),
+    NestedField(2, WORD, LongType(), required=False),
+    NestedField(3, MASK, LongType(), required=False),
+    NestedField(4, KEY, BinaryType(), required=False),
+)
+SCRATCH_PROPERTIES = {"format-version": "2", "write.distribution-mode": "none",
+                      "write.parquet.compression-codec": "zstd"}
+
+
+def scratch_identifier(name: TopicName, now_ms: int, run_id: str) -> str:
+    return f"{name.compacted_identifier}__run_{now_ms}_{run_id}"
+
+
+def create_scratch(catalog: Any, name: TopicName, view_location: str, now_ms: int, run_id: str) -> str:
+    """Create the run's scratch table (empty); returns its identifier."""
+    identifier = scratch_identifier(name, now_ms, run_id)
+    location = f"{view_location.rstrip('/')}/scratch/{now_ms}_{run_id}"
+    with translate_storage_errors(f"creating the phase-1 table of {name}"):
+        catalog.create_table(identifier, schema=SCRATCH_SCHEMA, location=location,
+                             partition_spec=TOPIC_PARTITION_SPEC, properties=SCRATCH_PROPERTIES)
+    return identifier
+
+
+def drop_scratch(catalog: Any, config: LakeConfig, identifier: str) -> None:
+    """Drop a scratch table and delete its files (best effort: a leftover is dropped by a later run)."""
+    try:
+        table = catalog.load_table(identifier)
+        location = table.metadata.location
+        catalog.drop_table(identifier)
+        delete_prefix(config, location)
+    except NoSuchTableError:
+        return
+    except Exception as exc:
+        log.info("phase-1 table %s left for a later run to drop: %s", identifier, exc)
+
+
+def scratch_clock(identifier: str) -> int | None:
+    """The run clock a scratch table's name records."""
+    _, _, tail = identifier.rpartition(SCRATCH_INFIX)
+    text = tail.split("_", 1)[0]
+    return int(text) if text.isdigit() else None
+
+
+def drop_stale_scratch(catalog: Any, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int) -> list[str]:
+    """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms``."""
+    prefix = name.compacted_identifier.split(".")[-1] + "__run_"
+    try:
+        identifiers = catalog.list_tables(name.namespace)
+    except Exception as exc:  # housekeeping: a later run tries again
+        log.info("could not list the tables of %s to drop stale phase-1 tables: %s", name, exc)
+        return []
+    dropped: list[str] = []
+    for identifier in identifiers:
+        table_name = identifier[-1]
+        started = scratch_clock(table_name) if table_name.startswith(prefix) else None
+        if started is not None and started + min_age_ms < now_ms:
+            full = ".".join(identifier)
+            drop_scratch(catalog, config, full)
+            dropped.append(full)
+    return dropped

@@ -1,0 +1,22 @@
+"""The retention trim's extra pass (``delete,compact``): per partition, how many compacted rows the trim
+removes and the lowest offset the view keeps, so the cursor's compacted start can advance (SEMANTICS section 5).
+One narrow pass over the view that returns a row per partition: nothing record-sized reaches the driver."""
+
+from __future__ import annotations
+
+from compactor.compaction import phase2
+from compactor.compaction.context import RunContext
+from compactor.compaction.execution import job_description
+from compactor.schema import PARTITION
+
+
+def trim_starts(ctx: RunContext) -> dict[int, tuple[int, int | None]]:
+    """``partition -> (rows trimmed, lowest offset kept or None)`` for a run with ``trim_before_ms``."""
+    plan = ctx.plan
+    classified = phase2.classify_view(ctx.view_at_cursor(), ctx.winning_keys(), now_ms=plan.now_ms,
+                                      drop_null_keys=not plan.settings.retain_null_keys,
+                                      trim_before_ms=plan.trim_before_ms, hash_keys=ctx.hash_keys)
+    with job_description(ctx.spark, f"compactor {ctx.name}: retention trim (compacted start per partition)"):
+        rows = phase2.trim_starts(classified).collect()
+    return {int(row[PARTITION]): (int(row["trimmed"]), None if row["first_kept"] is None else int(row["first_kept"]))
+            for row in rows}

@@ -1,0 +1,51 @@
+"""Phase 1, the step: find each key's latest offset over the new range and keep the winners in the scratch
+table (``compaction.scratch``), as a Spark job of its own, so it is timed, reported and failure-tested as a
+step (failure point ``after-phase-1`` fires once it has run). The DataFrame logic is ``phase1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from compactor.compaction import phase1
+from compactor.compaction.context import RunContext
+from compactor.compaction.execution import job_description
+from compactor.compaction.scratch import create_scratch
+from compactor.schema import KEY
+
+
+@dataclass(frozen=True)
+class Winners:
+    """What phase 1 found: how many keys won (one row each in the view) and over how many mask words."""
+
+    keys: int
+    words: int
+
+
+def find_winners(ctx: RunContext, catalog: Any) -> Winners:
+    """Run phase 1 over the plan's new range into a new scratch table (``ctx.scratch``)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    started = ctx.started()
+    ctx.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
+                       records=ctx.plan.records_in_range, layout=ctx.layout.kind)
+    ctx.scratch = create_scratch(catalog, ctx.name, ctx.view_location, ctx.plan.now_ms, ctx.run_id)
+    # sliced: the scan is split into slices and the aggregation exchanges (partition, key, offset); partitioned:
+    # the scan is grouped by partition and the aggregation runs in place
+    ctx.settings(grouped=not ctx.layout.sliced)
+    narrow = ctx.raw_range().select(*phase1.NARROW_COLUMNS)
+    rows = phase1.scratch_rows(phase1.latest_offsets(narrow), with_keys=ctx.plan.cursor is not None)
+    observed = Observation(f"phase1_{ctx.run_id}")
+    masks_only = F.col(KEY).isNull()
+    counted = rows.observe(observed, F.count(F.when(masks_only, F.lit(1))).alias("words"),
+                           phase1.winner_count(masks_only))
+    quoted = ".".join(f"`{part}`" for part in (ctx.catalog_name, *ctx.scratch.split(".")))
+    with job_description(ctx.spark, f"compactor {ctx.name}: phase 1 (latest offset per key)"):
+        counted.writeTo(quoted).append()
+    metrics = observed.get
+    winners = Winners(keys=int(metrics.get("winners") or 0), words=int(metrics.get("words") or 0))
+    ctx.progress.phase("phase 1 done", keys=winners.keys, mask_words=winners.words,
+                       ms=ctx.took("phase1_ms", started))
+    return winners
