@@ -1,16 +1,19 @@
-"""Compaction benchmark (BENCHMARK.md): full and incremental runs, side by side with the naive job and the
-scan floor, in one Spark session, several repetitions, medians and ranges.
+"""Compaction benchmark (BENCHMARK.md): full and incremental runs, side by side with the naive job and the scan
+floor, for 1 and 4 topic partitions with the same records and keys, in one Spark application, several
+repetitions, medians and ranges, and the parallelism of every stage that reads the raw log or the view, from
+Spark's event log.
 
-    .venv/bin/python -m bench.compaction_bench                 # the standard workload, 3 repetitions
-    .venv/bin/python -m bench.compaction_bench --records 500000 --keys 50000 --repeats 1 --history 1
+    .venv/bin/python -m bench.compaction_bench                 # the standard workload, partitions 1 and 4
+    .venv/bin/python -m bench.compaction_bench --records 500000 --keys 200000 --repeats 1 --history 1   # quick
 
-Figures:
+Figures, per partition count:
   naive        row_number() OVER (PARTITION BY partition, key ORDER BY offset DESC) = 1 over the whole raw
-               table, written to an Iceberg table
+               table, written to an Iceberg table (the caller's session, Spark's defaults)
   floor        read the raw table once and write as many rows as compaction keeps, no shuffle
-  full         the product's first compaction of the workload
+  full         the product's first compaction of the workload (layout chosen by cost)
   incremental  the product's run after appending 1% more records (from the same cursor each repetition)
   history      incremental after the same 1% append on 2x and 4x the history (should stay flat)
+  layouts      (--compare-layouts) the full run forced to each layout, to measure their relative cost
 """
 
 from __future__ import annotations
@@ -24,17 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.eventlog import read_stages, reading_stages
 from bench.workload import BASE_TIME_MS, Workload, append
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.iceberg.commits import RefMove, commit
 from compactor.lake import Lake
 from compactor.spark.session import get_or_create_session
 
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - started, result
+STANDARD_PARTITIONS = 4
 
 
 def summarise(values: list[float]) -> dict[str, Any]:
@@ -48,25 +48,33 @@ class Bench:
         self.workdir = Path(args.workdir).resolve()
         if self.workdir.exists():
             shutil.rmtree(self.workdir)
+        events = self.workdir / "events"
+        events.mkdir(parents=True)
         self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
         self.spark = get_or_create_session(self.lake.config, extra={
             "spark.master": f"local[{args.cores}]",
             "spark.driver.memory": args.driver_memory,
             "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
             "spark.ui.enabled": "false",
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events.as_uri(),
         })
         self.lake.attach_spark(self.spark)
+        self.events = events
         self.catalog = self.lake.config.catalog_name
         self.now = BASE_TIME_MS + 10**10
+        self.windows: list[tuple[str, int, int]] = []  # (figure, start ms, end ms): stages are matched by time
 
-    def settle(self) -> None:
-        """Start every timed figure from the same state: a full JVM garbage collection first.
-
-        Without it a figure pays for the garbage of the one before (the naive job leaves the most), so the
-        order of the figures biased them.
-        """
+    def timed(self, label: str, fn: Callable[[], Any]) -> tuple[float, Any]:
+        """Run ``fn`` after a JVM garbage collection (so no figure pays for the last one's garbage)."""
         self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         time.sleep(0.2)
+        start_ms = int(time.time() * 1000)
+        started = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - started
+        self.windows.append((label, start_ms, int(time.time() * 1000)))
+        return seconds, result
 
     def log(self, message: str) -> None:
         print(f"[bench] {message}", flush=True)
@@ -76,122 +84,149 @@ class Bench:
         topic = self.lake.create_topic(name, partitions=workload.partitions, config={"cleanup.policy": "compact"})
         started = time.perf_counter()
         append(topic, workload, workload.records, workload.seed)
-        self.log(f"{name}: {workload.records:,} records written in {time.perf_counter() - started:.1f}s")
+        self.log(f"{name}: {workload.records:,} records in {workload.partitions} partition(s), "
+                 f"{workload.keys_per_partition * workload.partitions:,} keys, written in "
+                 f"{time.perf_counter() - started:.1f}s")
 
     # --- the figures ---------------------------------------------------------------------------------------
 
-    def naive(self, raw: str) -> float:
-        self.spark.sql(f"DROP TABLE IF EXISTS {self.catalog}.bench.naive PURGE")
-        self.spark.sql(f"CREATE TABLE {self.catalog}.bench.naive USING iceberg PARTITIONED BY (partition) "
+    def _fresh(self, table: str, raw: str) -> None:
+        self.spark.sql(f"DROP TABLE IF EXISTS {self.catalog}.bench.{table} PURGE")
+        self.spark.sql(f"CREATE TABLE {self.catalog}.bench.{table} USING iceberg PARTITIONED BY (partition) "
                        f"TBLPROPERTIES ('write.distribution-mode'='none') AS SELECT * FROM {self.catalog}.{raw} "
                        "WHERE false")
+
+    def naive(self, raw: str, label: str) -> float:
+        self._fresh("naive", raw)
         query = (f"INSERT INTO {self.catalog}.bench.naive SELECT partition, offset, timestamp, key, value, headers "
                  f"FROM (SELECT *, row_number() OVER (PARTITION BY partition, key ORDER BY offset DESC) AS rn "
                  f"FROM {self.catalog}.{raw}) WHERE rn = 1")
-        return timed(lambda: self.spark.sql(query))[0]
+        return self.timed(label, lambda: self.spark.sql(query))[0]
 
-    def floor(self, raw: str, fraction: float) -> float:
-        self.spark.sql(f"DROP TABLE IF EXISTS {self.catalog}.bench.floor PURGE")
-        self.spark.sql(f"CREATE TABLE {self.catalog}.bench.floor USING iceberg PARTITIONED BY (partition) "
-                       f"TBLPROPERTIES ('write.distribution-mode'='none') AS SELECT * FROM {self.catalog}.{raw} "
-                       "WHERE false")
+    def floor(self, raw: str, fraction: float, label: str) -> float:
+        self._fresh("floor", raw)
         query = (f"INSERT INTO {self.catalog}.bench.floor SELECT * FROM {self.catalog}.{raw} "
                  f"WHERE rand(7) < {fraction}")
-        return timed(lambda: self.spark.sql(query))[0]
+        return self.timed(label, lambda: self.spark.sql(query))[0]
 
-    def full(self, raw: str) -> tuple[float, dict[str, Any]]:
+    def full(self, raw: str, label: str, layout: str | None = None) -> tuple[float, dict[str, Any]]:
         compacted = f"{raw}__compacted"
         if self.lake.catalog.table_exists(compacted):
             self.lake.catalog.purge_table(compacted)
-        seconds, result = timed(lambda: TwoPhaseCompactor(self.lake, raw, now_ms=self.now).run())
+        seconds, result = self.timed(label, lambda: TwoPhaseCompactor(self.lake, raw, now_ms=self.now,
+                                                                      layout=layout).run())
         assert result.committed
-        return seconds, result.stats
+        return seconds, result.stats.as_json()
 
-    def incremental(self, raw: str, start_cursor: int) -> tuple[float, dict[str, Any]]:
+    def incremental(self, raw: str, start_cursor: int, label: str) -> tuple[float, dict[str, Any]]:
         table = self.lake.catalog.load_table(f"{raw}__compacted")
         current = table.metadata.refs["main"].snapshot_id
         if current != start_cursor:  # start every repetition from the same cursor
             commit(self.lake.catalog, table, snapshot=None, moves=[RefMove("main", start_cursor)],
                    expect={"main": current}, what="resetting the benchmark cursor")
-        seconds, result = timed(lambda: TwoPhaseCompactor(self.lake, raw, now_ms=self.now + 1).run())
+        seconds, result = self.timed(label, lambda: TwoPhaseCompactor(self.lake, raw, now_ms=self.now + 1).run())
         assert result.committed
-        return seconds, result.stats
+        return seconds, result.stats.as_json()
 
-    # --- the run ---------------------------------------------------------------------------------------------
+    def cursor_of(self, raw: str) -> int:
+        return int(self.lake.catalog.load_table(f"{raw}__compacted").metadata.refs["main"].snapshot_id)
 
-    def run(self) -> dict[str, Any]:
+    # --- one partition count --------------------------------------------------------------------------------
+
+    def run_partitions(self, partitions: int) -> dict[str, Any]:
         a = self.args
-        base = Workload(records=a.records, partitions=a.partitions, keys_per_partition=a.keys)
-        raw = "bench.t1"
+        base = Workload(records=a.records, partitions=partitions, keys_per_partition=a.keys // partitions)
+        raw = f"bench.p{partitions}x1"
         self.make_topic(raw, base)
-        self.log("warm-up (an untimed full compaction and scan floor, so the JVM has compiled their code paths)")
-        _, full_stats = self.full(raw)
+        tag = f"p{partitions}"
+        self.log(f"{tag}: warm-up (an untimed full compaction and scan floor)")
+        _, full_stats = self.full(raw, f"{tag}:warmup")
         fraction = full_stats["records_kept"] / full_stats["records_read"]
-        self.floor(raw, fraction)
+        self.floor(raw, fraction, f"{tag}:warmup")
         figures: dict[str, list[float]] = {"naive": [], "floor": [], "full": [], "incremental": []}
-        ratios: dict[str, list[float]] = {"full/floor": [], "full/naive": [], "incremental/full": []}
-        steps: dict[str, Callable[[], float]] = {"full": lambda: self.full(raw)[0],
-                                                 "floor": lambda: self.floor(raw, fraction)}
+        steps: dict[str, Callable[[int], float]] = {
+            "full": lambda rep: self.full(raw, f"{tag}:full:{rep}")[0],
+            "floor": lambda rep: self.floor(raw, fraction, f"{tag}:floor:{rep}")}
         if not a.skip_naive:
-            steps["naive"] = lambda: self.naive(raw)
+            steps["naive"] = lambda rep: self.naive(raw, f"{tag}:naive:{rep}")
         order = list(steps)
         for rep in range(a.repeats):
-            # rotate the order each repetition, so no figure always follows the same one
-            for name in order[rep % len(order):] + order[:rep % len(order)]:
-                self.settle()
-                figures[name].append(steps[name]())
-            self.log(f"rep {rep + 1}: " + " ".join(f"{name} {figures[name][-1]:.2f}s" for name in order))
-        cursor = self.lake.catalog.load_table(f"{raw}__compacted").metadata.refs["main"].snapshot_id
+            for name in order[rep % len(order):] + order[:rep % len(order)]:  # rotate: no fixed predecessor
+                figures[name].append(steps[name](rep))
+            self.log(f"{tag} rep {rep + 1}: " + " ".join(f"{n} {figures[n][-1]:.2f}s" for n in order))
+        layouts: dict[str, Any] = {}
+        if a.compare_layouts:
+            for layout in ("partitioned", "sliced"):
+                runs = [self.full(raw, f"{tag}:layout-{layout}:{rep}", layout)[0] for rep in range(a.repeats)]
+                layouts[layout] = summarise(runs)
+                self.log(f"{tag} full run forced {layout}: {statistics.median(runs):.2f}s")
+            self.full(raw, f"{tag}:restore")
+        cursor = self.cursor_of(raw)
         append(self.lake.topic(raw), base, int(a.records * a.append_share), seed=99)
+        self.incremental(raw, cursor, f"{tag}:warmup")
         incremental_stats: dict[str, Any] = {}
-        self.incremental(raw, cursor)  # warm-up
         for rep in range(a.repeats):
-            self.settle()
-            seconds, incremental_stats = self.incremental(raw, cursor)
+            seconds, incremental_stats = self.incremental(raw, cursor, f"{tag}:incremental:{rep}")
             figures["incremental"].append(seconds)
-            self.log(f"rep {rep + 1}: incremental {seconds:.2f}s")
+        self.log(f"{tag}: incremental " + " ".join(f"{s:.2f}s" for s in figures["incremental"]))
+        ratios: dict[str, list[float]] = {"full/floor": [], "full/naive": [], "incremental/full": []}
         for rep in range(a.repeats):
             ratios["full/floor"].append(figures["full"][rep] / figures["floor"][rep])
             if figures["naive"]:
                 ratios["full/naive"].append(figures["full"][rep] / figures["naive"][rep])
             ratios["incremental/full"].append(figures["incremental"][rep] / figures["full"][rep])
-        history: dict[str, dict[str, Any]] = {"1x": summarise(figures["incremental"])}
+        history = {"1x": summarise(figures["incremental"])}
         for multiplier in [m for m in a.history if m > 1]:
-            name = f"bench.t{multiplier}"
-            bigger = Workload(records=a.records * multiplier, partitions=a.partitions,
-                              keys_per_partition=a.keys, seed=multiplier)
-            self.make_topic(name, bigger)
-            seconds, _ = self.full(name)
-            self.log(f"{name}: first compaction {seconds:.1f}s")
-            start = self.lake.catalog.load_table(f"{name}__compacted").metadata.refs["main"].snapshot_id
-            append(self.lake.topic(name), bigger, int(a.records * a.append_share), seed=199)
-            self.incremental(name, start)  # warm-up
-            runs = []
-            for _ in range(a.repeats):
-                self.settle()
-                runs.append(self.incremental(name, start)[0])
-            history[f"{multiplier}x"] = {**summarise(runs), "first_compaction_seconds": round(seconds, 3)}
-            self.log(f"{name}: incremental {statistics.median(runs):.2f}s (median)")
-        return {
-            "workload": base.__dict__,
-            "append_share": a.append_share,
-            "machine": {"cores": a.cores, "driver_memory": a.driver_memory},
-            "seconds": {k: summarise(v) for k, v in figures.items() if v},
-            "ratios": {k: summarise(v) for k, v in ratios.items() if v},
-            "history_incremental_seconds": history,
-            "full_stats": full_stats,
-            "incremental_stats": incremental_stats,
-        }
+            history[f"{multiplier}x"] = self.history(partitions, multiplier)
+        return {"workload": base.__dict__, "seconds": {k: summarise(v) for k, v in figures.items() if v},
+                "ratios": {k: summarise(v) for k, v in ratios.items() if v}, "history_incremental_seconds": history,
+                "forced_layouts_full_seconds": layouts, "full_stats": full_stats,
+                "incremental_stats": incremental_stats}
+
+    def history(self, partitions: int, multiplier: int) -> dict[str, Any]:
+        a = self.args
+        name = f"bench.p{partitions}x{multiplier}"
+        bigger = Workload(records=a.records * multiplier, partitions=partitions,
+                          keys_per_partition=a.keys // partitions, seed=multiplier)
+        self.make_topic(name, bigger)
+        seconds, _ = self.full(name, f"p{partitions}:history{multiplier}:first")
+        start = self.cursor_of(name)
+        append(self.lake.topic(name), bigger, int(a.records * a.append_share), seed=199)
+        self.incremental(name, start, f"p{partitions}:history{multiplier}:warmup")
+        runs = [self.incremental(name, start, f"p{partitions}:history{multiplier}:{rep}")[0]
+                for rep in range(a.repeats)]
+        self.log(f"{name}: first compaction {seconds:.1f}s, incremental {statistics.median(runs):.2f}s (median)")
+        return {**summarise(runs), "first_compaction_seconds": round(seconds, 3)}
+
+    def parallelism(self) -> dict[str, Any]:
+        """Per figure (last repetition of full and incremental): the stages that read data, from the event log."""
+        logs = [p for p in self.events.iterdir() if not p.name.endswith(".inprogress")]
+        stages = read_stages(logs[0]) if logs else []
+        out: dict[str, Any] = {}
+        last = {label.rsplit(":", 1)[0]: (start, end) for label, start, end in self.windows
+                if label.split(":")[1] in ("full", "incremental", "naive")}
+        for figure, (start, end) in sorted(last.items()):
+            found = reading_stages(stages, start, end)
+            out[figure] = {"stages": [s.as_json() for s in found],
+                           "largest_task_share": round(max((s.largest_share for s in found), default=0.0), 3)}
+        return out
+
+    def run(self) -> dict[str, Any]:
+        results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
+        self.spark.stop()  # the event log is complete once the application ends
+        return {"machine": {"cores": self.args.cores, "driver_memory": self.args.driver_memory},
+                "append_share": self.args.append_share, "results": results, "parallelism": self.parallelism()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="compaction benchmark (see bench/README.md)")
     parser.add_argument("--records", type=int, default=5_000_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--keys", type=int, default=500_000, help="keys per partition")
+    parser.add_argument("--partitions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
+    parser.add_argument("--keys", type=int, default=2_000_000, help="distinct keys in all, spread over partitions")
     parser.add_argument("--append-share", type=float, default=0.01)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--history", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    parser.add_argument("--compare-layouts", action="store_true", help="also time full runs forced to each layout")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
@@ -203,8 +238,10 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    print(json.dumps({"seconds": result["seconds"], "ratios": result["ratios"],
-                      "history_incremental_seconds": result["history_incremental_seconds"]}, indent=2))
+    summary = {name: {"seconds": r["seconds"], "ratios": r["ratios"], "history": r["history_incremental_seconds"],
+                      "forced_layouts": r["forced_layouts_full_seconds"]} for name, r in result["results"].items()}
+    print(json.dumps({"summary": summary, "parallelism": {k: v["largest_task_share"] for k, v in
+                                                          result["parallelism"].items()}}, indent=2))
 
 
 if __name__ == "__main__":

@@ -26,10 +26,13 @@ COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
 
 # Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with
 # offsets computed from an older snapshot would duplicate offsets; the producer retries itself instead.
+# Row groups of at most 128k rows keep a large batch's file splittable: Spark reads a file's row groups in
+# parallel tasks (compaction's sliced layout splits a partition's range at row-group boundaries).
 TOPIC_TABLE_PROPERTIES = {
     "format-version": "2",
     "commit.retry.num-retries": "0",
     "write.parquet.compression-codec": "zstd",
+    "write.parquet.row-group-limit": "131072",
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "50",
     "write.distribution-mode": "none",
@@ -43,6 +46,7 @@ COMPACTED_OF_PROPERTY = "compactor.compacted-of"
 TOPIC_UUID_PROPERTY = "compactor.topic-uuid"
 COMPACTED_TABLE_PROPERTIES = {
     "format-version": "2",
+    "write.parquet.row-group-size-bytes": str(32 * 1024 * 1024),  # splittable files (see the topic's)
     "write.delete.mode": "merge-on-read",
     "write.update.mode": "merge-on-read",
     "write.merge.mode": "merge-on-read",

@@ -40,6 +40,9 @@ MIN_SPLIT_BYTES = 8 * 1024 * 1024
 FILE_OPEN_COST = 1024 * 1024
 # Relative cost of a view row: the incremental pass reads four narrow columns, a rewrite whole rows.
 NARROW_VIEW_ROW = 0.25
+# Below this much work (records, or view rows at their relative cost) a run stays partitioned: slicing it
+# would add an exchange and more, smaller tasks for no gain.
+SLICED_MIN_WORK = 100_000
 
 # Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast
 # of anything built from keys or records (SEMANTICS section 2: nothing key- or record-sized is broadcast).
@@ -50,6 +53,8 @@ JOB_SETTINGS = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+    # dynamic pruning would plan a broadcast of the range's partitions (inert without broadcasts, but noise)
+    "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
 }
 GROUPED_SCANS = "spark.sql.iceberg.planning.preserve-data-grouping"
 PARTIAL_CLUSTERING = "spark.sql.sources.v2.bucketing.partiallyClusteredDistribution.enabled"
@@ -93,8 +98,10 @@ def choose_layout(work: Sequence[float], slots: int, *, raw_bytes: int, view_byt
     partitioned = makespan(work, slots)
     sliced = sum(work) / max(slots, 1) * SLICED_COST
     estimate = f"estimated {partitioned:.0f} partitioned vs {sliced:.0f} sliced on {slots} slot(s)"
-    if force == PARTITIONED or (force is None and partitioned <= sliced):
-        why = "requested" if force else f"{busy} partition(s) with work keep the slots busy"
+    small = sum(work) < SLICED_MIN_WORK
+    if force == PARTITIONED or (force is None and (small or partitioned <= sliced)):
+        why = ("requested" if force else "too little work to slice" if small
+               else f"{busy} partition(s) with work keep the slots busy")
         return Layout(PARTITIONED, slots, reason=f"{why} ({estimate})")
     why = "requested" if force else f"{busy} partition(s) with work would leave slots idle"
     return Layout(SLICED, slots, split_bytes(raw_bytes, slots), split_bytes(view_bytes, slots),

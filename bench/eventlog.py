@@ -1,0 +1,68 @@
+"""Spark's event log, read back: per stage, its tasks, the input records each task read, where it ran.
+
+The benchmarks run with ``spark.eventLog.enabled`` and attribute stages to a figure by submission time (the
+product runs its passes in threads of its own, so a job group set by the caller would not reach them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class StageFigures:
+    """One stage attempt: its tasks' input records, durations and executors."""
+
+    stage: int
+    name: str
+    submitted_ms: int
+    tasks: int = 0
+    input_records: list[int] = field(default_factory=list)
+    executors: set[str] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+
+    @property
+    def total_input(self) -> int:
+        return sum(self.input_records)
+
+    @property
+    def largest_share(self) -> float:
+        """The largest task's share of the stage's input records (1.0 when one task reads everything)."""
+        return max(self.input_records) / self.total_input if self.total_input else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "name": self.name, "tasks": self.tasks, "input_records": self.total_input,
+                "largest_task_share": round(self.largest_share, 3), "executors": sorted(self.executors)}
+
+
+def read_stages(path: Path) -> list[StageFigures]:
+    """Every completed stage of one application's event log, in submission order."""
+    tasks: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    stages: dict[tuple[int, int], StageFigures] = {}
+    with path.open() as handle:
+        for line in handle:
+            event = json.loads(line)
+            kind = event.get("Event")
+            if kind == "SparkListenerTaskEnd":
+                tasks[(event["Stage ID"], event["Stage Attempt ID"])].append(event)
+            elif kind == "SparkListenerStageCompleted":
+                info = event["Stage Info"]
+                key = (info["Stage ID"], info["Stage Attempt ID"])
+                stages[key] = StageFigures(info["Stage ID"], info["Stage Name"], int(info.get("Submission Time", 0)))
+    for key, figures in stages.items():
+        for event in tasks.get(key, []):
+            metrics = event.get("Task Metrics") or {}
+            figures.tasks += 1
+            figures.input_records.append(int((metrics.get("Input Metrics") or {}).get("Records Read", 0)))
+            figures.executors.add(str(event["Task Info"].get("Executor ID")))
+            figures.hosts.add(str(event["Task Info"].get("Host")))
+    return sorted(stages.values(), key=lambda s: (s.submitted_ms, s.stage))
+
+
+def reading_stages(stages: list[StageFigures], start_ms: int, end_ms: int) -> list[StageFigures]:
+    """The stages submitted in ``[start_ms, end_ms]`` that read table data (input records > 0)."""
+    return [s for s in stages if start_ms <= s.submitted_ms <= end_ms and s.total_input > 0]

@@ -1,0 +1,163 @@
+"""The two layouts of a compaction's Spark work (issue 11): a topic with fewer partitions than task slots is
+split into offset slices, full rows are never shuffled, phase 1 exchanges only (partition, key, offset), both
+layouts give the same compacted view, and the caller's SparkSession is never changed."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameWriterV2
+
+from compactor.compaction import execution
+from compactor.compaction.job import TwoPhaseCompactor
+from compactor.lake import Lake
+from compactor.topics.producer import produce
+from compactor.topics.records import ProducerRecord
+from tests.helpers import compacted_rows, view
+
+pytestmark = pytest.mark.spark
+BATCHES = 6
+
+
+@pytest.fixture
+def tiny_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slice even a small test topic: every raw file (one per produce batch) becomes a slice of its own."""
+    monkeypatch.setattr(execution, "MIN_SPLIT_BYTES", 1)
+
+
+def fill(lake: Lake, name: str, seed: int, *, partitions: int = 1, batches: int = BATCHES, keys: int = 25,
+         now: int = 1_000) -> None:
+    rng = random.Random(seed)
+    for batch in range(batches):
+        records = [ProducerRecord(None if rng.random() < 0.05 else b"k%d" % rng.randrange(keys),
+                                  None if rng.random() < 0.1 else b"v%d-%d" % (batch, i), timestamp_ms=now)
+                   for i in range(40)]
+        produce(lake.topic(name), records, now_ms=now)
+
+
+def job_ids(spark: SparkSession) -> set[int]:
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup())
+
+
+def max_tasks(spark: SparkSession, jobs: set[int]) -> int:
+    """The most tasks any stage of ``jobs`` ran (from Spark's status API)."""
+    tracker = spark.sparkContext.statusTracker()
+    most = 0
+    for job in jobs:
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else ():
+            stage_info = tracker.getStageInfo(stage)
+            if stage_info is not None:
+                most = max(most, stage_info.numTasks)
+    return most
+
+
+def compact(lake: Lake, spark: SparkSession, name: str, now: int, **kwargs: Any) -> tuple[Any, int]:
+    before = job_ids(spark)
+    result = TwoPhaseCompactor(lake, name, now_ms=now, **kwargs).run()
+    return result, max_tasks(spark, job_ids(spark) - before)
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_one_partition_runs_on_many_tasks_with_the_same_result(spark: SparkSession, lake: Lake, tiny_slices: None,
+                                                               retain: bool) -> None:
+    config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
+    for name in ("l.sliced", "l.partitioned"):
+        lake.create_topic(name, config=config)
+        fill(lake, name, seed=3)
+    sliced, sliced_tasks = compact(lake, spark, "l.sliced", 5_000, layout="sliced")
+    partitioned, partitioned_tasks = compact(lake, spark, "l.partitioned", 5_000, layout="partitioned")
+    assert sliced.stats.layout == "sliced" and partitioned.stats.layout == "partitioned"
+    assert sliced_tasks >= BATCHES and partitioned_tasks == 1, (sliced_tasks, partitioned_tasks)
+    assert compacted_rows(lake, "l.sliced") == compacted_rows(lake, "l.partitioned")
+    # an incremental run (position deletes) and a rewrite agree too
+    for name, layout in (("l.sliced", "sliced"), ("l.partitioned", "partitioned")):
+        fill(lake, name, seed=4, batches=3)
+        compact(lake, spark, name, 6_000, layout=layout)
+        fill(lake, name, seed=5, batches=2)
+        result, _ = compact(lake, spark, name, 7_000, layout=layout, force_rewrite=True)
+        assert result.stats.mode == "rewrite"
+    assert compacted_rows(lake, "l.sliced") == compacted_rows(lake, "l.partitioned")
+    assert view(lake, "l.sliced") == view(lake, "l.partitioned")
+
+
+@pytest.fixture
+def captured_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The physical plan of every DataFrame the job writes to a table, as planned before it runs."""
+    plans: list[str] = []
+    for method in ("append", "overwrite"):
+        real = getattr(DataFrameWriterV2, method)
+
+        def capture(self: DataFrameWriterV2, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            plans.append(self._df._jdf.queryExecution().executedPlan().toString())
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(DataFrameWriterV2, method, capture)
+    yield plans
+
+
+def exchanges(plan: str) -> list[str]:
+    return [line.strip() for line in plan.splitlines() if "Exchange" in line]
+
+
+@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession, lake: Lake, tiny_slices: None,
+                                                             captured_plans: list[str], layout: str) -> None:
+    lake.create_topic("l.t", partitions=2, config={"cleanup.policy": "compact"})
+    fill(lake, "l.t", seed=7, partitions=2)
+    compact(lake, spark, "l.t", 5_000, layout=layout)
+    phase1, phase2 = captured_plans  # the scratch table's rows, then the view's new rows
+    assert all("Broadcast" not in plan for plan in captured_plans)
+    assert exchanges(phase2) == [], phase2  # phase 2 joins each slice with its winners in place
+    if layout == "partitioned":
+        assert exchanges(phase1) == [], phase1
+    else:  # phase 1 exchanges (partition, key, offset) and then the winners grouped by mask word, nothing wider
+        assert exchanges(phase1), phase1
+        scans = [line for line in phase1.splitlines() if "BatchScan" in line]
+        assert scans and all("value" not in line and "headers" not in line for line in scans), phase1
+
+
+def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
+    keys = [*execution.JOB_SETTINGS, execution.GROUPED_SCANS, execution.PARTIAL_CLUSTERING,
+            "spark.sql.shuffle.partitions"]
+    before = {key: spark.conf.get(key, None) for key in keys}
+    description = spark.sparkContext.getLocalProperty("spark.job.description")
+    lake.create_topic("l.t", config={"cleanup.policy": "compact"})
+    fill(lake, "l.t", seed=9)
+    for layout in ("sliced", "partitioned"):
+        TwoPhaseCompactor(lake, "l.t", now_ms=5_000, layout=layout, force_rewrite=True).run()
+    assert {key: spark.conf.get(key, None) for key in keys} == before
+    assert spark.sparkContext.getLocalProperty("spark.job.description") == description
+    assert lake.job_spark() is not spark
+
+
+@pytest.mark.parametrize("seed, keys, null_key", [(31, 6, "drop"), (32, 200, "retain")])
+def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lake: Lake, tiny_slices: None,
+                                                        seed: int, keys: int, null_key: str) -> None:
+    """The randomised model rounds (tests/test_compaction_random.py), forced onto the sliced layout with a
+    slice per file: phase 1 exchanges, phase 2 joins slices with replicated winners, and every run matches
+    the reference model (SEMANTICS sections 2 and 3)."""
+    from tests.helpers import produce_both
+    from tests.model import ModelSettings, TopicModel
+    from tests.test_compaction_random import HOUR, check_against_model, random_batch
+
+    rng = random.Random(seed)
+    retention = 2 * HOUR
+    lake.create_topic("r.t", config={"cleanup.policy": "compact", "delete.retention.ms": str(retention),
+                                     "compaction.null-key": null_key})
+    settings = ModelSettings(null_key=null_key, delete_retention_ms=retention)
+    model = TopicModel(1)
+    now = 10 * 24 * HOUR
+    for round_number in range(5):
+        for _ in range(rng.randrange(1, 4)):
+            produce_both(lake, "r.t", model, random_batch(rng, keys, rng.randrange(5, 40), now), now)
+        now += rng.choice([1, HOUR, retention + 1])
+        expected = model.compact(now, settings)
+        result = TwoPhaseCompactor(lake, "r.t", now_ms=now, layout="sliced",
+                                   force_rewrite=round_number == 3).run()
+        assert result.committed == expected, f"seed {seed}, round {round_number}: {result.reason}"
+        check_against_model(lake, "r.t", model, seed, f"round {round_number}")

@@ -1,0 +1,136 @@
+"""The compaction plan and the layout choice: pure decisions, tested without a JVM (SEMANTICS section 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compactor.compaction import execution
+from compactor.compaction.execution import PARTITIONED, SLICED, choose_layout, estimate_work, makespan, split_bytes
+from compactor.compaction.plan import (
+    REWRITE_DELETED_RATIO,
+    CompactionPlan,
+    make_plan,
+    previous_horizons,
+    rewrite_reason,
+)
+from compactor.cursor import CompactionStats, Cursor, ViewStats
+from compactor.errors import InputError
+from compactor.topics.settings import TopicSettings
+from compactor.topics.state import PartitionOffsets
+
+SETTINGS = TopicSettings.from_properties({"compactor.cleanup.policy": "compact"})
+
+
+def cursor(horizons: tuple[int, ...], view: ViewStats | None = None, stats: CompactionStats | None = None) -> Cursor:
+    return Cursor(snapshot_id=7, horizons=horizons, compacted_start=tuple(0 for _ in horizons),
+                  raw_snapshot_id=1, raw_next_offsets=horizons, now_ms=1, settings={},
+                  stats=stats or CompactionStats(), view=view or ViewStats(), previous=None, run_id="r")
+
+
+def offsets(next_offsets: tuple[int, ...], log_starts: tuple[int, ...] | None = None) -> PartitionOffsets:
+    return PartitionOffsets(next_offsets, log_starts or tuple(0 for _ in next_offsets), tuple(0 for _ in next_offsets))
+
+
+def plan(c: Cursor | None, o: PartitionOffsets, horizons: tuple[int, ...], now_ms: int = 100,
+         settings: TopicSettings = SETTINGS, force_rewrite: bool = False,
+         trim_before_ms: int | None = None) -> CompactionPlan:
+    return make_plan(raw_snapshot_id=3, cursor=c, offsets=o, horizons=horizons, settings=settings, now_ms=now_ms,
+                     force_rewrite=force_rewrite, trim_before_ms=trim_before_ms)
+
+
+def test_the_first_run_starts_at_the_log_start_and_only_appends() -> None:
+    p = plan(None, offsets((10, 5), (2, 0)), (10, 5))
+    assert p.previous == (2, 0) and p.ranges == {0: (2, 10), 1: (0, 5)}
+    assert p.mode == "first" and p.records_in_range == 13 and not p.removes_view_rows
+
+
+def test_retention_past_the_horizon_moves_the_range_start_up() -> None:
+    assert previous_horizons(cursor((4, 9)), (6, 1)) == (6, 9)
+
+
+def test_nothing_to_do_without_an_advance_or_a_row_to_remove() -> None:
+    c = cursor((10,), ViewStats(rows=3))
+    assert not plan(c, offsets((10,)), (10,)).has_work
+
+
+def test_expired_tombstones_and_keyless_rows_make_work_without_an_advance() -> None:
+    expired = cursor((10,), ViewStats(rows=3, tombstones=1, min_tombstone_delete_horizon=100))
+    p = plan(expired, offsets((10,)), (10,), now_ms=100)
+    assert p.has_work and p.purge_expired and p.mode == "incremental"
+    assert not plan(expired, offsets((10,)), (10,), now_ms=99).has_work
+    keyless = cursor((10,), ViewStats(rows=3, null_key_rows=1))
+    assert plan(keyless, offsets((10,)), (10,)).purge_keyless
+    retain = dataclasses.replace(SETTINGS, compaction_null_key="retain")
+    assert not plan(keyless, offsets((10,)), (10,), settings=retain).has_work
+
+
+def test_a_trim_applies_only_when_some_compacted_row_may_be_older() -> None:
+    c = cursor((10,), ViewStats(rows=3, min_timestamp_ms=50))
+    assert plan(c, offsets((10,)), (10,), trim_before_ms=51).mode == "trim"
+    assert plan(c, offsets((10,)), (10,), trim_before_ms=50).trim_before_ms is None
+
+
+def test_the_view_is_rewritten_when_deletes_pile_up_or_on_request() -> None:
+    rows = 100
+    deleted = int(REWRITE_DELETED_RATIO * rows)
+    piled = cursor((10,), ViewStats(rows=rows), CompactionStats(view_position_deletes=deleted))
+    assert rewrite_reason(piled, 1, requested=False) is not None
+    fresh = cursor((10,), ViewStats(rows=rows), CompactionStats(view_position_deletes=1))
+    assert rewrite_reason(fresh, 1, requested=False) is None
+    assert rewrite_reason(fresh, 1, requested=True) == "requested"
+    assert rewrite_reason(None, 1, requested=True) is None  # a first run writes everything anyway
+    assert plan(fresh, offsets((12,)), (12,), force_rewrite=True).mode == "rewrite"
+
+
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=12), st.integers(1, 16))
+def test_makespan_is_between_the_average_and_the_largest_plus_average(work: list[int], slots: int) -> None:
+    span = makespan(work, slots)
+    assert max(work) <= span + 1e-9 and sum(work) / slots <= span + 1e-9
+    assert span <= max(work) + sum(work) / slots + 1e-9  # LPT is never worse than this
+
+
+def test_few_partitions_on_many_slots_are_sliced_and_many_stay_partitioned() -> None:
+    big = 1_000_000
+    assert choose_layout([big], 2, raw_bytes=10**9, view_bytes=0).kind == SLICED
+    assert choose_layout([big] * 4, 2, raw_bytes=10**9, view_bytes=0).kind == PARTITIONED
+    assert choose_layout([big] * 4, 8, raw_bytes=10**9, view_bytes=0).kind == SLICED
+    # one large partition among small ones leaves slots idle too
+    assert choose_layout([big * 4, 1000, 1000, 1000], 4, raw_bytes=10**9, view_bytes=0).kind == SLICED
+    assert choose_layout([10], 8, raw_bytes=10, view_bytes=0).kind == PARTITIONED  # too little to slice
+
+
+def test_a_layout_can_be_forced_and_a_wrong_name_is_refused() -> None:
+    assert choose_layout([10], 8, raw_bytes=10, view_bytes=0, force=SLICED).kind == SLICED
+    assert choose_layout([10**7], 8, raw_bytes=10, view_bytes=0, force=PARTITIONED).kind == PARTITIONED
+    with pytest.raises(InputError, match="unknown layout"):
+        choose_layout([1], 1, raw_bytes=1, view_bytes=0, force="diagonal")
+
+
+def test_slices_never_pack_the_range_into_fewer_tasks_than_slots() -> None:
+    gigabyte = 2**30
+    size = split_bytes(gigabyte, 4)
+    assert gigabyte / size >= 4 * execution.TASKS_PER_SLOT - 1
+    assert split_bytes(1000, 4) == execution.MIN_SPLIT_BYTES  # small ranges are not split into crumbs
+
+
+def test_work_counts_narrow_view_rows_at_their_cost() -> None:
+    assert estimate_work({0: 100}, {0: 400, 1: 40}, 3, rewrite=False) == [
+        100 + execution.NARROW_VIEW_ROW * 400, execution.NARROW_VIEW_ROW * 40, 0]
+    assert estimate_work({0: 100}, {0: 400}, 1, rewrite=True) == [500]
+
+
+def test_run_figures_add_up() -> None:
+    """README, "Compaction statistics": records read + view rows before = records kept + records removed."""
+    before = ViewStats(rows=10, tombstones=2)
+    survivors = ViewStats(rows=7, tombstones=1)
+    appended = ViewStats(rows=5, tombstones=2)
+    stats = CompactionStats.of_run(before=before, survivors=survivors, appended=appended, records_read=9,
+                                   tombstones_read=3)
+    assert stats.records_kept == 12 and stats.rows_deleted_from_view == 3 and stats.rows_appended == 5
+    assert stats.records_read + stats.view_rows_before == stats.records_kept + stats.records_removed
+    assert stats.tombstones_read + stats.tombstones_before == stats.tombstones_kept + stats.tombstones_dropped
+    assert (stats.tombstones_kept, stats.tombstones_dropped) == (3, 2)
