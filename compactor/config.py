@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from compactor.errors import InputError
 
@@ -61,8 +61,12 @@ class CatalogUri:
         return self.sqlalchemy_url.startswith("sqlite")
 
     @classmethod
-    def parse(cls, uri: str) -> CatalogUri:
-        """Accept a SQLite file path, ``sqlite:///path``, ``jdbc:sqlite:path`` or ``postgresql://...``."""
+    def parse(cls, uri: str, password: str | None = None) -> CatalogUri:
+        """Accept a SQLite file path, ``sqlite:///path``, ``jdbc:sqlite:path`` or ``postgresql://...``.
+
+        ``password`` is the PostgreSQL password when the URI carries none (from ``COMPACTOR_CATALOG_PASSWORD``
+        or ``COMPACTOR_CATALOG_PASSWORD_FILE``), so it never has to appear on a command line.
+        """
         text = uri.strip()
         if not text:
             raise InputError("the catalog URI is empty")
@@ -75,7 +79,7 @@ class CatalogUri:
             return cls._sqlite(path)
         scheme = text.split("://", 1)[0] if "://" in text else ""
         if scheme.startswith(("postgresql", "postgres")):
-            return cls._postgres(text)
+            return cls._postgres(text, password)
         if scheme:
             raise InputError(
                 f"unsupported catalog URI scheme '{scheme}': use a SQLite file path or postgresql://user:pass@host/db"
@@ -88,17 +92,17 @@ class CatalogUri:
         return cls(sqlalchemy_url=f"sqlite:///{absolute}", jdbc_url=f"jdbc:sqlite:{absolute}")
 
     @classmethod
-    def _postgres(cls, text: str) -> CatalogUri:
+    def _postgres(cls, text: str, given_password: str | None) -> CatalogUri:
         parts = urlsplit(text)
         if not parts.hostname or not parts.path.strip("/"):
-            raise InputError(f"a PostgreSQL catalog URI needs a host and a database: {text!r}")
+            raise InputError(f"a PostgreSQL catalog URI needs a host and a database: {mask_password(text)!r}")
         host = parts.hostname + (f":{parts.port}" if parts.port else "")
         database = parts.path.lstrip("/")
         user = unquote(parts.username) if parts.username else None
-        password = unquote(parts.password) if parts.password else None
+        password = unquote(parts.password) if parts.password else given_password
         credentials = ""
         if parts.username:
-            credentials = parts.username + (f":{parts.password}" if parts.password else "") + "@"
+            credentials = parts.username + (f":{quote(password, safe='')}" if password else "") + "@"
         query = f"?{parts.query}" if parts.query else ""
         return cls(
             sqlalchemy_url=f"postgresql+psycopg2://{credentials}{host}/{database}{query}",
@@ -145,20 +149,40 @@ class LakeConfig:
             if raw_catalog is None:
                 raise InputError(
                     "an s3:// warehouse needs --catalog-uri (or COMPACTOR_CATALOG_URI): a SQLite file path "
-                    "or postgresql://user:pass@host/db"
+                    "or postgresql://user@host/db (the password in COMPACTOR_CATALOG_PASSWORD or "
+                    "COMPACTOR_CATALOG_PASSWORD_FILE)"
                 )
-            catalog = CatalogUri.parse(raw_catalog)
+            catalog = CatalogUri.parse(raw_catalog, catalog_password(environ))
         elif raw_catalog is None:
             local = Path(urlsplit(normalised).path)
             catalog = CatalogUri.parse(str(local / CATALOG_FILE))
         else:
-            catalog = CatalogUri.parse(raw_catalog)
+            catalog = CatalogUri.parse(raw_catalog, catalog_password(environ))
         return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3)
 
 
-def mask_password(url: str, replacement: str = "***") -> str:
-    """``scheme://user:secret@host/db`` with the password replaced (``***`` for messages; the deployment command
-    uses an environment reference). A URL without a password is returned unchanged."""
+def catalog_password(env: Mapping[str, str]) -> str | None:
+    """The catalog password from ``COMPACTOR_CATALOG_PASSWORD``, or from the file ``COMPACTOR_CATALOG_PASSWORD_FILE``
+    names, which must be readable by its owner only (like ``~/.pgpass``)."""
+    if env.get("COMPACTOR_CATALOG_PASSWORD"):
+        return env["COMPACTOR_CATALOG_PASSWORD"]
+    path_text = env.get("COMPACTOR_CATALOG_PASSWORD_FILE")
+    if not path_text:
+        return None
+    path = Path(path_text).expanduser()
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read COMPACTOR_CATALOG_PASSWORD_FILE {path}: {exc.strerror or exc}") from None
+    if mode & 0o077:
+        raise InputError(f"COMPACTOR_CATALOG_PASSWORD_FILE {path} is readable by others: chmod 600 {path}")
+    return text.strip("\r\n") or None
+
+
+def mask_password(url: str, replacement: str | None = "***") -> str:
+    """``scheme://user:secret@host/db`` with the password replaced (``***`` for messages), or removed
+    (``None``: for a command line). A URL without a password is returned unchanged."""
     if "://" not in url or "@" not in url:
         return url
     scheme, rest = url.split("://", 1)
@@ -166,7 +190,7 @@ def mask_password(url: str, replacement: str = "***") -> str:
     if ":" not in credentials:
         return url
     user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:{replacement}@{host}"
+    return f"{scheme}://{user}{'' if replacement is None else ':' + replacement}@{host}"
 
 
 def normalise_warehouse(location: str) -> str:

@@ -2,34 +2,35 @@
 
     python -m compactor.deploy --master spark://spark-master:7077 \\
         --warehouse s3://lake/warehouse --catalog-uri postgresql://compactor@postgres:5432/catalog \\
-        -- clean --interval 60
+        --conf spark.executor.memory=2g --conf spark.executor.cores=2 -- clean --interval 60
 
 Client deploy mode: the driver (this package, with pyiceberg) runs where the command is started; executors
 need only the jars, which ``spark-submit --jars`` ships to them (the job uses no Python UDFs). The session
 factory adds the catalog and S3A settings itself under ``spark-submit``; they are also printed as ``--conf``
-so the command is complete on its own. Secrets are never written out: the generated command refers to
-``$AWS_ACCESS_KEY_ID`` / ``$AWS_SECRET_ACCESS_KEY`` and the catalog password stays in the URI's environment
-variable.
+so the command is complete on its own. ``--warehouse`` and ``--catalog-uri`` default to ``COMPACTOR_WAREHOUSE``
+and ``COMPACTOR_CATALOG_URI``.
+
+No credential is ever part of the command, nor of any other command line: the driver reads the S3 keys from
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` and the catalog password from ``COMPACTOR_CATALOG_PASSWORD``
+(or ``COMPACTOR_CATALOG_PASSWORD_FILE``) in its environment, and sets them on the running session; the catalog
+URI is printed without its password.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compactor.config import LakeConfig, mask_password
-from compactor.errors import UsageError
+from compactor.errors import InputError, UsageError
 from compactor.spark.jars import required_jars
 from compactor.spark.session import ICEBERG_EXTENSIONS, catalog_settings
+from compactor.topics.settings import parse_assignments
 
-SECRET_KEYS = {
-    "spark.hadoop.fs.s3a.access.key": "${AWS_ACCESS_KEY_ID}",
-    "spark.hadoop.fs.s3a.secret.key": "${AWS_SECRET_ACCESS_KEY}",
-    "spark.hadoop.fs.s3a.session.token": "${AWS_SESSION_TOKEN}",
-}
 SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
 
 
@@ -39,14 +40,8 @@ def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]
 
 
 def spark_conf(config: LakeConfig) -> dict[str, str]:
-    """``--conf`` settings: Iceberg extensions, the catalog, S3A (secrets as environment references)."""
-    out = {"spark.sql.extensions": ICEBERG_EXTENSIONS}
-    for key, value in catalog_settings(config).items():
-        out[key] = SECRET_KEYS.get(key, value)
-    password_key = f"spark.sql.catalog.{config.catalog_name}.jdbc.password"
-    if password_key in out:
-        out[password_key] = "${COMPACTOR_CATALOG_PASSWORD}"
-    return out
+    """``--conf`` settings: Iceberg extensions, the catalog, S3A (never a credential: see the module docstring)."""
+    return {"spark.sql.extensions": ICEBERG_EXTENSIONS, **catalog_settings(config)}
 
 
 def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, warehouse: str,
@@ -61,7 +56,7 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
         command += ["--conf", f"{key}={value}"]
     command += [str(SUBMIT_SCRIPT), "--warehouse", warehouse]
     if catalog_uri:
-        command += ["--catalog-uri", mask_password(catalog_uri, "${COMPACTOR_CATALOG_PASSWORD}")]
+        command += ["--catalog-uri", mask_password(catalog_uri, None)]
     return command + list(verb)
 
 
@@ -81,17 +76,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compactor.deploy",
                                      description="print the spark-submit command for a compactor verb")
     parser.add_argument("--master", required=True, help="e.g. spark://spark-master:7077 or yarn")
-    parser.add_argument("--warehouse", required=True)
-    parser.add_argument("--catalog-uri")
+    parser.add_argument("--warehouse", default=os.environ.get("COMPACTOR_WAREHOUSE"),
+                        help="default: COMPACTOR_WAREHOUSE")
+    parser.add_argument("--catalog-uri", default=os.environ.get("COMPACTOR_CATALOG_URI"),
+                        help="default: COMPACTOR_CATALOG_URI (printed without its password)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra Spark setting, e.g. spark.executor.memory=2g (repeatable)")
     parser.add_argument("--jars-dir", type=Path, help="where the jars are on the submitting machine")
     parser.add_argument("verb", nargs=argparse.REMAINDER, help="-- then the compactor verb and its arguments")
     args = parser.parse_args(argv)
     verb = args.verb[1:] if args.verb[:1] == ["--"] else args.verb
-    config = LakeConfig.resolve(warehouse=args.warehouse, catalog_uri=args.catalog_uri)
+    if not args.warehouse:
+        parser.error("give --warehouse or set COMPACTOR_WAREHOUSE")
     try:
+        extra = parse_assignments(args.conf)
+        config = LakeConfig.resolve(warehouse=args.warehouse, catalog_uri=args.catalog_uri)
         command = submit_command(config, verb, master=args.master, warehouse=args.warehouse,
-                                 catalog_uri=args.catalog_uri, jars=cluster_jars(config, args.jars_dir))
-    except UsageError as exc:
+                                 catalog_uri=args.catalog_uri, jars=cluster_jars(config, args.jars_dir),
+                                 extra_conf=extra)
+    except (UsageError, InputError) as exc:
         parser.error(str(exc))
     print(render(command))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -47,6 +48,31 @@ class PostgresServer:
             cursor.execute(f'CREATE DATABASE "{name}"')
         connection.close()
         return self.uri(name)
+
+    def create_login(self, user: str, password: str, database: str) -> str:
+        """A role that must give ``password`` (scram over TCP; every other role keeps trust) and owns a new
+        ``database``; returns the catalog URI with the password in it."""
+        import psycopg2
+
+        hba = self.data_dir / "pg_hba.conf"
+        rule = f"host all {user} 127.0.0.1/32 scram-sha-256\n"
+        text = self.run_output("cat", str(hba))
+        if rule not in text:
+            self.run_output("sh", "-c", f"printf '%s' {shlex.quote(rule + text)} > {shlex.quote(str(hba))}")
+        connection = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute("SET password_encryption = 'scram-sha-256'")
+            cursor.execute(f"CREATE ROLE {user} LOGIN PASSWORD %s", (password,))
+            cursor.execute(f'CREATE DATABASE "{database}" OWNER {user}')
+            cursor.execute("SELECT pg_reload_conf()")
+        connection.close()
+        return f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{database}"
+
+    def run_output(self, *args: str) -> str:
+        """Run a command as the server's user (it owns the data directory) and return its output."""
+        return subprocess.run([*self.as_user, *args], check=True, capture_output=True, text=True,
+                              timeout=60).stdout
 
     def run(self, *args: str) -> None:
         subprocess.run([*self.as_user, str(self.bin_dir / args[0]), *args[1:]], check=True,

@@ -31,7 +31,7 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
                              catalog_uri="postgresql://compactor:pg-secret@postgres:5432/catalog")
     text = " ".join(command)
     assert "very-secret" not in text and "AKIA-REAL-LOOKING" not in text and "pg-secret" not in text
-    assert "spark.hadoop.fs.s3a.secret.key=${AWS_SECRET_ACCESS_KEY}" in command
+    assert "secret.key" not in text and "access.key" not in text and "jdbc.password" not in text  # set at runtime
     assert "spark.hadoop.fs.s3a.endpoint=http://minio:9000" in command
     assert "spark.hadoop.fs.s3a.path.style.access=true" in command
     jars = command[command.index("--jars") + 1].split(",")
@@ -40,7 +40,7 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
                                              "aws-java-sdk-bundle-1.11.901.jar", "postgresql.jar"]
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
     assert command[-2:] == ["compact", "shop.orders"]
-    assert command[-4:-2] == ["--catalog-uri", "postgresql://compactor:${COMPACTOR_CATALOG_PASSWORD}@postgres:5432/catalog"]
+    assert command[-4:-2] == ["--catalog-uri", "postgresql://compactor@postgres:5432/catalog"]
     assert command[-7].endswith("compactor/cli/submit.py")
 
 
@@ -48,9 +48,14 @@ def test_deploy_cli_requires_a_verb(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         deploy_main(["--master", "local", "--warehouse", "/tmp/w"])
     assert exit_info.value.code == 2 and "verb" in capsys.readouterr().err
-    assert deploy_main(["--master", "local[1]", "--warehouse", "/tmp/w", "--", "compact", "a.b"]) == 0
+    assert deploy_main(["--master", "local[1]", "--warehouse", "/tmp/w", "--conf", "spark.executor.memory=2g",
+                        "--conf", "spark.executor.cores=2", "--", "compact", "a.b"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("spark-submit") and "sqlite-jdbc.jar" in out and "hadoop-aws" not in out
+    assert "--conf spark.executor.memory=2g" in out and "--conf spark.executor.cores=2" in out
+    with pytest.raises(SystemExit):
+        deploy_main(["--master", "local", "--warehouse", "/tmp/w", "--conf", "no-equals-sign", "--", "compact", "a.b"])
+    assert "KEY=VALUE" in capsys.readouterr().err
 
 
 def test_compose_file_describes_the_deployment() -> None:

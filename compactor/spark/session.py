@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
 from compactor.spark.jars import required_jars
+from compactor.spark.network import driver_address
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,7 +35,11 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 
 
 def catalog_settings(config: LakeConfig) -> dict[str, str]:
-    """The ``spark.sql.catalog.<name>.*`` settings (and S3A settings) for ``config``."""
+    """The ``spark.sql.catalog.<name>.*`` settings (and S3A settings) for ``config``, without credentials.
+
+    Credentials (``credential_settings``) are set on a running session only: a setting given at start-up goes
+    on the command line of the JVM that PySpark or ``spark-submit`` launches, where any local user can read it.
+    """
     name = config.catalog_name
     prefix = f"spark.sql.catalog.{name}"
     warehouse = config.warehouse
@@ -55,11 +60,27 @@ def catalog_settings(config: LakeConfig) -> dict[str, str]:
         settings[f"{prefix}.jdbc.busy_timeout"] = "60000"
     if config.catalog.jdbc_user:
         settings[f"{prefix}.jdbc.user"] = config.catalog.jdbc_user
-    if config.catalog.jdbc_password:
-        settings[f"{prefix}.jdbc.password"] = config.catalog.jdbc_password
     if config.is_s3:
         settings.update(s3a_settings(config))
     return settings
+
+
+def credential_settings(config: LakeConfig) -> dict[str, str]:
+    """The secrets among the session settings: the catalog password and the S3 keys (set at runtime only).
+
+    Executors receive them without a command line either: Iceberg's file IO and Spark's file writers carry the
+    driver's Hadoop configuration to their tasks.
+    """
+    out: dict[str, str] = {}
+    if config.catalog.jdbc_password:
+        out[f"spark.sql.catalog.{config.catalog_name}.jdbc.password"] = config.catalog.jdbc_password
+    s3 = config.s3
+    if config.is_s3 and s3.access_key_id:
+        out["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id
+        out["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key or ""
+        if s3.session_token:
+            out["spark.hadoop.fs.s3a.session.token"] = s3.session_token
+    return out
 
 
 def s3a_settings(config: LakeConfig) -> dict[str, str]:
@@ -79,16 +100,10 @@ def s3a_settings(config: LakeConfig) -> dict[str, str]:
         parts = urlsplit(s3.endpoint)
         out["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
         out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "true" if parts.scheme == "https" else "false"
-    if s3.access_key_id:
-        out["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id
-        out["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key or ""
-        if s3.session_token:
-            out["spark.hadoop.fs.s3a.session.token"] = s3.session_token
-            out["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
-                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
-        else:
-            out["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
-                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+    if s3.access_key_id:  # the keys themselves are set at runtime (credential_settings)
+        out["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if s3.session_token
+            else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
     return out
 
 
@@ -136,13 +151,37 @@ def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
 
     Iceberg initialises a catalog on first use and caches it by name, so a running session can serve
     several lakes only under different catalog names (tests use one name per warehouse).
+
+    The catalog password is a session setting only while the catalog initialises, then it is removed: Spark
+    copies every SQL setting of a session into the properties of each job it runs, and writes those, unredacted
+    (Spark redacts only its start-up settings), into the event log. The initialised catalog keeps it.
     """
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in catalog_settings(config).items():
+    secrets = credential_settings(config)
+    for key, value in {**catalog_settings(config), **secrets}.items():
         if key.startswith("spark.hadoop."):
             hadoop.set(key[len("spark.hadoop."):], value)
         else:
             spark.conf.set(key, value)
+    transient = [key for key in secrets if not key.startswith("spark.hadoop.")]
+    if transient:
+        _initialise_catalog(spark, config.catalog_name)
+        for key in transient:
+            spark.conf.unset(key)
+
+
+def _initialise_catalog(spark: SparkSession, name: str) -> None:
+    """Make ``spark``'s catalog ``name`` read its settings now (Spark reads them from the *active* session)."""
+    jvm_sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession  # type: ignore[union-attr]
+    previous = jvm_sessions.getActiveSession()
+    jvm_sessions.setActiveSession(spark._jsparkSession)
+    try:
+        spark._jsparkSession.sessionState().catalogManager().catalog(name)
+    finally:
+        if previous.isDefined():
+            jvm_sessions.setActiveSession(previous.get())
+        else:
+            jvm_sessions.clearActiveSession()
 
 
 def private_session(parent: SparkSession, config: LakeConfig) -> SparkSession:
@@ -164,15 +203,20 @@ def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = 
 
     env = os.environ
     under_submit = "PYSPARK_GATEWAY_PORT" in env
+    extra = dict(extra or {})
+    master: str | None
     if under_submit:
         submitted = SparkConf()  # the JVM is already up: this reads the submitted configuration
         existing = {k for k, _ in submitted.getAll()}
         existing_jars = submitted.get("spark.jars", "") or ""
         existing_ext = submitted.get("spark.sql.extensions", "") or ""
+        master = submitted.get("spark.master")
     else:
         existing = user_spark_keys(env)
         existing_jars = ""
         existing_ext = ""
+        master = None if "spark.master" in existing else local_defaults(env)["spark.master"]
+    master = extra.get("spark.master", master)
 
     builder = SparkSession.builder
     if not under_submit:
@@ -194,7 +238,13 @@ def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = 
     builder = builder.config("spark.sql.extensions", ",".join(extensions))
     for key, value in catalog_settings(config).items():
         builder = builder.config(key, value)
-    for key, value in (extra or {}).items():
+    for key, value in extra.items():
         builder = builder.config(key, value)
+    driver_keys = {"spark.driver.host", "spark.driver.bindAddress"}
+    address = driver_address(master) if master is not None else None  # None: a master we do not know
+    if address is not None and not (existing | extra.keys()) & driver_keys:
+        builder = builder.config("spark.driver.host", address).config("spark.driver.bindAddress", address)
     log.info("starting Spark (%s)", "spark-submit" if under_submit else "local")
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    register_catalog(session, config)  # the credentials, at runtime only (see catalog_settings)
+    return session

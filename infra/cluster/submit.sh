@@ -2,19 +2,26 @@
 # Run one compactor verb on the Spark cluster: builds the spark-submit command from the lake settings
 # (COMPACTOR_WAREHOUSE, COMPACTOR_CATALOG_URI, AWS_*) with `python -m compactor.deploy`, then runs it.
 #   SPARK_MASTER=spark://spark-master:7077 infra/cluster/submit.sh compact shop.orders
-#   infra/cluster/submit.sh clean --interval 60
-# Needs spark-submit on PATH (pyspark's, from the virtual environment, is enough in client mode).
+#   infra/cluster/submit.sh --conf spark.executor.memory=2g --conf spark.executor.cores=2 clean --interval 60
+# Leading --conf KEY=VALUE options are extra Spark settings. Needs spark-submit on PATH (pyspark's, from the
+# virtual environment, is enough in client mode). No credential goes on any command line: the driver reads
+# the S3 keys and the catalog password from the environment (COMPACTOR_CATALOG_PASSWORD is taken from
+# COMPACTOR_CATALOG_URI here when the URI carries one).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 : "${SPARK_MASTER:?set SPARK_MASTER, e.g. spark://spark-master:7077}"
 : "${COMPACTOR_WAREHOUSE:?set COMPACTOR_WAREHOUSE, e.g. s3://lake/warehouse}"
-[ $# -gt 0 ] || { echo "usage: $0 VERB [ARGS...]   (e.g. compact NAME, clean --interval 60)" >&2; exit 2; }
-command=$("$PY" -m compactor.deploy --master "$SPARK_MASTER" --warehouse "$COMPACTOR_WAREHOUSE" \
-  ${COMPACTOR_CATALOG_URI:+--catalog-uri "$COMPACTOR_CATALOG_URI"} -- "$@")
-if [ -n "${COMPACTOR_CATALOG_URI:-}" ] && [[ "$COMPACTOR_CATALOG_URI" == *://*:*@* ]]; then
+confs=()
+while [ $# -gt 0 ] && [ "$1" = "--conf" ]; do
+  [ $# -ge 2 ] || { echo "submit.sh: --conf needs KEY=VALUE" >&2; exit 2; }
+  confs+=(--conf "$2"); shift 2
+done
+[ $# -gt 0 ] || { echo "usage: $0 [--conf KEY=VALUE ...] VERB [ARGS...]   (e.g. compact NAME, clean --interval 60)" >&2; exit 2; }
+if [ -n "${COMPACTOR_CATALOG_URI:-}" ] && [[ "$COMPACTOR_CATALOG_URI" == *://*:*@* ]] && [ -z "${COMPACTOR_CATALOG_PASSWORD:-}" ]; then
   pass=${COMPACTOR_CATALOG_URI#*://}; pass=${pass%@*}; export COMPACTOR_CATALOG_PASSWORD=${pass#*:}
 fi
+command=$("$PY" -m compactor.deploy --master "$SPARK_MASTER" ${confs[@]+"${confs[@]}"} -- "$@")
 export PATH="$ROOT/.venv/bin:$PATH"
-echo "[submit] $command" | sed 's/secret[^ ]*/***/g' >&2
+echo "[submit] $command" >&2
 eval "$command"

@@ -1,0 +1,113 @@
+"""Credentials never reach a process's command line, nor any output or log (SEMANTICS section 6; issue 15).
+
+A compaction runs on moto's S3 server with a PostgreSQL catalog whose role needs a password (scram), through
+the command line (local Spark) and through ``infra/cluster/submit.sh`` (``spark-submit``). While each job is
+paused at a failure point, every process on the machine is read from the process table: neither the S3
+secret key nor the catalog password may appear in any process's arguments. A full run's standard output,
+standard error and Spark event log must not contain them either. The run succeeding at all shows the
+credentials did reach pyiceberg, Spark's catalog and S3A (the role refuses a wrong password).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pg_server import PostgresServer, postgres_server  # noqa: F401 - the session fixture
+from tests.s3_server import S3Server, s3_server  # noqa: F401 - the session fixture
+
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.postgres]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def command_lines() -> dict[int, str]:
+    """Every process's arguments, from the process table."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue  # the process ended meanwhile
+    return out
+
+
+@pytest.fixture
+def secrets(s3_server: S3Server, postgres_server: PostgresServer, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """An environment with a unique S3 secret key and catalog password, and a topic with records to compact."""
+    tag = uuid.uuid4().hex[:10]
+    s3_secret, pg_secret = f"s3-secret-{tag}", f"pg-secret-{tag}"
+    bucket = f"creds-{tag}"
+    s3_server.create_bucket(bucket)
+    catalog_uri = postgres_server.create_login(f"compactor_{tag}", pg_secret, f"creds_{tag}")
+    events = tmp_path / "events"
+    events.mkdir()
+    conf_dir = tmp_path / "spark-conf"  # the Spark event log of every run, to search it too
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_"))}
+    env.update({**s3_server.env, "AWS_SECRET_ACCESS_KEY": s3_secret, "COMPACTOR_WAREHOUSE": f"s3://{bucket}/lake",
+                "COMPACTOR_CATALOG_URI": catalog_uri, "SPARK_CONF_DIR": str(conf_dir), "PYTHONPATH": str(ROOT),
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    cli = [sys.executable, "-m", "compactor.cli.main"]
+    subprocess.run([*cli, "topic", "create", "s.t", "--partitions", "2", "--config", "cleanup.policy=compact"],
+                   env=env, check=True, capture_output=True, timeout=120)
+    lines = "".join(json.dumps({"key": f"k{i % 5}", "value": f"v{i}"}) + "\n" for i in range(40))
+    subprocess.run([*cli, "produce", "s.t"], input=lines, text=True, env=env, check=True, capture_output=True,
+                   timeout=120)
+    yield {"s3": s3_secret, "pg": pg_secret, "events": str(events), **{f"env:{k}": v for k, v in env.items()}}
+
+
+def environment(secrets: dict[str, str]) -> dict[str, str]:
+    return {k[4:]: v for k, v in secrets.items() if k.startswith("env:")}
+
+
+def paused_scan(command: list[str], env: dict[str, str], marker: Path, secret_values: list[str]) -> list[str]:
+    """Start ``command`` paused at ``after-phase-1``, read every process's arguments, then kill it."""
+    run_env = {**env, "COMPACTOR_FAILPOINTS": "after-phase-1=pause", "COMPACTOR_FAILPOINT_MARKER": str(marker)}
+    process = subprocess.Popen(command, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert process.poll() is None, process.stderr.read().decode()[-3000:] if process.stderr else ""
+            assert time.monotonic() < deadline, "the job never reached phase 1"
+            time.sleep(0.2)
+        lines = command_lines()
+        assert any("spark" in line.lower() for line in lines.values()), "a Spark JVM should be running"
+        return [f"{pid}: {line[:200]}" for pid, line in lines.items() if any(s in line for s in secret_values)]
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+
+
+@pytest.mark.parametrize("route", ["cli", "spark-submit"])
+def test_credentials_stay_off_command_lines_outputs_and_logs(secrets: dict[str, str], tmp_path: Path,
+                                                             route: str) -> None:
+    env = environment(secrets)
+    values = [secrets["s3"], secrets["pg"]]
+    if route == "cli":
+        command = [sys.executable, "-m", "compactor.cli.main", "compact", "s.t"]
+    else:
+        env["SPARK_MASTER"] = "local[1]"
+        command = [str(ROOT / "infra/cluster/submit.sh"), "compact", "s.t"]
+    assert paused_scan(command, env, tmp_path / "paused", values) == []
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for secret in values:
+        assert secret not in result.stdout and secret not in result.stderr
+    logs = [path for path in Path(secrets["events"]).iterdir() if path.is_file()]
+    assert logs, "the runs should have written Spark event logs"
+    for path in logs:
+        text = path.read_text(errors="replace")
+        assert all(secret not in text for secret in values), path
+    assert '"committed": true' in result.stdout
