@@ -42,20 +42,23 @@ def command_lines() -> dict[int, str]:
 
 
 @pytest.fixture
-def secrets(s3_server: S3Server, postgres_server: PostgresServer, tmp_path: Path) -> Iterator[dict[str, str]]:
+def secrets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
     """An environment with a unique S3 secret key and catalog password, and a topic with records to compact."""
+    s3: S3Server = request.getfixturevalue("s3_server")
+    postgres: PostgresServer = request.getfixturevalue("postgres_server")
     tag = uuid.uuid4().hex[:10]
     s3_secret, pg_secret = f"s3-secret-{tag}", f"pg-secret-{tag}"
     bucket = f"creds-{tag}"
-    s3_server.create_bucket(bucket)
-    catalog_uri = postgres_server.create_login(f"compactor_{tag}", pg_secret, f"creds_{tag}")
+    s3.create_bucket(bucket)
+    catalog_uri = postgres.create_login(f"compactor_{tag}", pg_secret, f"creds_{tag}")
     events = tmp_path / "events"
     events.mkdir()
     conf_dir = tmp_path / "spark-conf"  # the Spark event log of every run, to search it too
     conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n")
+    defaults = f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n"
+    (conf_dir / "spark-defaults.conf").write_text(defaults)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_"))}
-    env.update({**s3_server.env, "AWS_SECRET_ACCESS_KEY": s3_secret, "COMPACTOR_WAREHOUSE": f"s3://{bucket}/lake",
+    env.update({**s3.env, "AWS_SECRET_ACCESS_KEY": s3_secret, "COMPACTOR_WAREHOUSE": f"s3://{bucket}/lake",
                 "COMPACTOR_CATALOG_URI": catalog_uri, "SPARK_CONF_DIR": str(conf_dir), "PYTHONPATH": str(ROOT),
                 "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     cli = [sys.executable, "-m", "compactor.cli.main"]
