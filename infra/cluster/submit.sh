@@ -4,6 +4,11 @@
 #   SPARK_MASTER=spark://spark-master:7077 infra/cluster/submit.sh compact shop.orders
 #   infra/cluster/submit.sh clean --interval 60
 # Needs spark-submit on PATH (pyspark's, from the virtual environment, is enough in client mode).
+# Output: standard output carries only the verb's result (`submit.sh compact T 2>/dev/null | jq .` works);
+# progress, Spark's logging (WARN from the driver's first line; COMPACTOR_LOG_LEVEL or `--log-level L` before
+# the verb change it) and this script's own lines go to standard error. spark-submit copies the Python
+# driver's standard error into its standard output, so compactor/cli/submit.py writes Python's standard error
+# to the driver JVM's instead, and the command carries the driver's log4j2 configuration.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
