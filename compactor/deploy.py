@@ -28,7 +28,7 @@ from pathlib import Path
 from compactor.config import LakeConfig, mask_password
 from compactor.errors import InputError, UsageError
 from compactor.spark.jars import required_jars
-from compactor.spark.session import ICEBERG_EXTENSIONS, catalog_settings
+from compactor.spark.session import ICEBERG_EXTENSIONS, catalog_settings, driver_java_options
 from compactor.topics.settings import parse_assignments
 
 SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
@@ -44,6 +44,16 @@ def spark_conf(config: LakeConfig) -> dict[str, str]:
     return {"spark.sql.extensions": ICEBERG_EXTENSIONS, **catalog_settings(config)}
 
 
+def verb_log_level(verb: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """The ``--log-level`` the verb's global options give, else ``COMPACTOR_LOG_LEVEL``, else ``None``."""
+    for i, arg in enumerate(verb):
+        if arg == "--log-level" and i + 1 < len(verb):
+            return verb[i + 1]
+        if arg.startswith("--log-level="):
+            return arg.split("=", 1)[1]
+    return env.get("COMPACTOR_LOG_LEVEL") or None
+
+
 def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, warehouse: str,
                    catalog_uri: str | None, jars: Sequence[str] | None = None,
                    extra_conf: Mapping[str, str] | None = None) -> list[str]:
@@ -52,7 +62,10 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
         raise UsageError("give the compactor verb to run, e.g. compact NAME or clean --interval 60")
     command = ["spark-submit", "--master", master, "--deploy-mode", "client", "--name",
                f"compactor {' '.join(verb[:2])}", "--jars", ",".join(jars or cluster_jars(config))]
-    for key, value in {**spark_conf(config), **(extra_conf or {})}.items():
+    # the driver's log4j2 configuration, in force before Spark's first line: Spark's logging on standard error,
+    # quiet start-up (see compactor.spark.session.driver_java_options)
+    logging_conf = {"spark.driver.extraJavaOptions": driver_java_options(verb_log_level(verb, os.environ))}
+    for key, value in {**spark_conf(config), **logging_conf, **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(SUBMIT_SCRIPT), "--warehouse", warehouse]
     if catalog_uri:

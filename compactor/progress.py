@@ -13,7 +13,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor.errors import UsageError
+
 Listener = Callable[[str, dict[str, Any]], None]
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def parse_log_level(text: str) -> str:
+    """A ``--log-level`` / ``COMPACTOR_LOG_LEVEL`` value as one of ``LOG_LEVELS`` (any case; ``warn`` is
+    ``warning``), so the command line, the Spark session and the spark-submit command agree on one vocabulary."""
+    level = text.strip().lower()
+    level = "warning" if level == "warn" else level
+    if level not in LOG_LEVELS:
+        raise UsageError(f"log level {text!r} is not one of {', '.join(LOG_LEVELS)} (any case)")
+    return level
 
 
 @dataclass

@@ -42,8 +42,10 @@ def read_topic_dataframe(
 ) -> DataFrame:
     """The records of ``topic`` (raw, or compacted with ``read_compacted=True``) as a Spark DataFrame.
 
-    Arguments and errors are those of ``TopicReader``; the snapshots are pinned when this is called, so
-    re-evaluating the DataFrame later returns the same records for the readers' lease
+    **Unordered** unless ``ordered=True``: the rows are ``TopicReader``'s records, but a DataFrame has no order
+    of its own (Spark returns them in file and task order); ``ordered=True`` sorts by ``(partition, offset)``,
+    which costs a shuffle. Arguments and errors are those of ``TopicReader``; the snapshots are pinned when
+    this is called, so re-evaluating the DataFrame later returns the same records for the readers' lease
     (``compaction.cursor.retain-ms``). Columns are the topic schema's, whatever the view table adds.
     """
     reader = TopicReader(lake, topic, read_compacted=read_compacted, start=start, reset=reset,
@@ -52,7 +54,7 @@ def read_topic_dataframe(
 
 
 def dataframe_of(lake: Lake, reader: TopicReader, *, ordered: bool = False) -> DataFrame:
-    """The DataFrame of an open (pinned) ``TopicReader``'s records."""
+    """The DataFrame of an open (pinned) ``TopicReader``'s records: unordered unless ``ordered=True``."""
     spark = lake.spark()
     catalog = lake.config.catalog_name
     segments = [s for p in range(reader.partitions) for s in reader.segments(p)]

@@ -127,7 +127,8 @@ class TableView:
     # --- iteration ---------------------------------------------------------------------------------------
 
     def items(self) -> Iterator[tuple[bytes, Record]]:
-        """``(key, latest live record)`` for every live key, partition by partition, in offset order."""
+        """``(key, latest live record)`` for every live key, partition by partition, in the offset order of each
+        key's latest record."""
         for partition in range(self.partitions):
             yield from self._partition_items(partition)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -90,8 +91,11 @@ def test_submit_script_runs_a_verb_through_spark_submit(tmp_path: Path) -> None:
     result = subprocess.run([str(ROOT / "infra/cluster/submit.sh"), "compact", "sub.t"], capture_output=True,
                             text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    # spark-submit merges the Python driver's standard error into standard output (PythonRunner), so the
-    # progress lines come first; the result is the JSON document that starts on a line of its own
-    lines = result.stdout.splitlines()
-    out = json.loads("\n".join(lines[lines.index("{"):]))
+    # `submit.sh compact T 2>/dev/null | jq .`: standard output is the result alone, although spark-submit
+    # merges the Python driver's standard error into its standard output (Spark's PythonRunner)
+    out = json.loads(result.stdout)
     assert out["committed"] is True and out["horizons"] == {"0": 2}
+    # progress goes to standard error, with Spark's own logging at WARN from its first line (no INFO flood)
+    assert "compact sub.t: summary:" in result.stderr
+    spark_lines = re.findall(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:INFO|WARN) .*$", result.stderr, re.MULTILINE)
+    assert spark_lines == [], spark_lines[:10]

@@ -4,6 +4,7 @@ retention.bytes, pinned readers, snapshot expiry, physical deletion, orphans, st
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,44 @@ def test_dry_run_changes_nothing(lake: Lake) -> None:
     assert result["dry_run"] is True and result["removed_records"] == 2 and result["log_start_offsets"] == {"0": 2}
     assert lake.topic("d.n").table.metadata_location == metadata
     assert offsets(raw(lake, "d.n")) == [0, 1]
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def raw_step_lines(lake: Lake, name: str, now_ms: int, dry_run: bool) -> list[str]:
+    """The progress lines of retention's raw step (``retention NAME: raw: ...``)."""
+    logger, handler = logging.getLogger("compactor.progress"), _Lines()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        run_retention(lake, name, now_ms=now_ms, dry_run=dry_run)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return [line for line in handler.lines if f"retention {name}: raw:" in line]
+
+
+def test_the_raw_step_says_what_it_would_remove_in_a_dry_run_and_when_it_removes_nothing(lake: Lake) -> None:
+    lake.create_topic("d.m", config={"retention.ms": str(HOUR)})
+    produce(lake.topic("d.m"), batch("ab", T0), now_ms=T0)
+    [line] = raw_step_lines(lake, "d.m", T0, dry_run=True)  # nothing is old enough yet
+    assert "would remove no raw files" in line
+    [line] = raw_step_lines(lake, "d.m", T0, dry_run=False)
+    assert "removed no raw files" in line and "prefix" not in line
+    [line] = raw_step_lines(lake, "d.m", T0 + DAY, dry_run=True)
+    assert "would remove a prefix of raw files" in line
+    assert offsets(raw(lake, "d.m")) == [0, 1]
+    [line] = raw_step_lines(lake, "d.m", T0 + DAY, dry_run=False)
+    assert line.startswith("retention d.m: raw: removed a prefix of raw files")
+    assert raw(lake, "d.m") == []
 
 
 def test_a_raw_reader_pinned_before_retention_reads_its_snapshot_for_its_lease(lake: Lake) -> None:

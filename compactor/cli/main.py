@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from compactor.cli import maintenance, records, topic
-from compactor.errors import CompactorError
+from compactor.errors import CompactorError, UsageError
 from compactor.iceberg.catalog import first_line
+from compactor.progress import LOG_LEVELS, parse_log_level
 
 # Every verb registers itself the same way: a module with ``register(subparsers)`` whose parsers set ``handler``.
 VERB_MODULES = (topic, records, maintenance)
@@ -31,12 +32,38 @@ def build_parser() -> argparse.ArgumentParser:
                         "(env COMPACTOR_WAREHOUSE, default ./warehouse)")
     parser.add_argument("--catalog-uri", help="SQLite file or postgresql://... catalog database "
                         "(env COMPACTOR_CATALOG_URI; default for a local warehouse: a SQLite file inside it)")
-    parser.add_argument("--log-level", default=os.environ.get("COMPACTOR_LOG_LEVEL", "INFO"),
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="progress and summary logging on stderr")
+    parser.add_argument("--log-level", type=_log_level_argument, metavar="LEVEL",
+                        help=f"{', '.join(LOG_LEVELS)} (any case; env COMPACTOR_LOG_LEVEL): the level of progress "
+                        "lines and of Spark's own logging, all on standard error. Default: info for progress, "
+                        "warning for Spark with its start-up messages (loopback hostname, native Hadoop "
+                        "library) left out; a level given here shows them")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for module in VERB_MODULES:
         module.register(verbs)
     return parser
+
+
+def _log_level_argument(text: str) -> str:
+    try:
+        return parse_log_level(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def resolve_log_level(parser: argparse.ArgumentParser, given: str | None) -> str | None:
+    """``--log-level``, else ``COMPACTOR_LOG_LEVEL``, else ``None`` (the default run). A level given on the
+    command line is exported as ``COMPACTOR_LOG_LEVEL``: that is where the Spark session (and the
+    spark-submit command ``compactor.deploy`` builds) read the level of Spark's own logging."""
+    if given is not None:
+        os.environ["COMPACTOR_LOG_LEVEL"] = given
+        return given
+    from_env = os.environ.get("COMPACTOR_LOG_LEVEL")
+    if not from_env:
+        return None
+    try:
+        return parse_log_level(from_env)
+    except UsageError as exc:
+        parser.error(f"COMPACTOR_LOG_LEVEL: {exc}")
 
 
 class _CliHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -60,15 +87,15 @@ class _CliHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure_logging(level: str) -> None:
-    """Progress and summaries of the ``compactor`` loggers go to standard error (not to the root logger, which
-    an embedding application or test runner may own)."""
+    """Progress and summaries of the ``compactor`` loggers (at ``level``, one of ``LOG_LEVELS``) go to standard
+    error (not to the root logger, which an embedding application or test runner may own)."""
     logger = logging.getLogger("compactor")
     for handler in [h for h in logger.handlers if isinstance(h, _CliHandler)]:
         logger.removeHandler(handler)
     handler = _CliHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(getattr(logging, level))
+    logger.setLevel(getattr(logging, parse_log_level(level).upper()))
     logger.propagate = False
     for noisy in ("py4j", "pyiceberg", "urllib3", "botocore", "s3fs", "aiobotocore", "fsspec"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -77,7 +104,7 @@ def configure_logging(level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(resolve_log_level(parser, args.log_level) or "info")
     try:
         code = args.handler(args)
     except CompactorError as exc:

@@ -58,6 +58,8 @@ def render_description(info: TopicDescription) -> str:
     lines.extend(f"    {key} = {value}" for key, value in info.settings.items())
     cursor = info.compaction_cursor
     lines.append(f"  compaction cursor: {json.dumps(cursor) if cursor else 'none'}")
+    lines.append(f"  compacted table: {info.compacted_table or 'none'}"
+                 + (f"  (metadata {info.compacted_metadata_location})" if info.compacted_metadata_location else ""))
     lines.append(f"  erasure bound: {info.erasure_bound.text}")
     lines.append("  schema:")
     lines.extend(f"    {line}" for line in info.schema.splitlines())

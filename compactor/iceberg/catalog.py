@@ -72,6 +72,15 @@ def load_table(catalog: SqlCatalog, identifier: str) -> Any:
             raise TopicNotFoundError(f"unknown topic '{identifier}'") from exc
 
 
+def load_table_if_exists(catalog: SqlCatalog, identifier: str) -> Any | None:
+    """Load a table, or None when it does not exist (outages become a clear error)."""
+    with translate_storage_errors(f"loading {identifier}"):
+        try:
+            return catalog.load_table(identifier)
+        except NoSuchTableError:
+            return None
+
+
 @contextlib.contextmanager
 def translate_storage_errors(action: str) -> Iterator[None]:
     """Re-raise connection and object-store failures as ``StorageUnavailableError`` naming ``action``."""

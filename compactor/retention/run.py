@@ -91,7 +91,7 @@ class RetentionPass:
         detail["raw"] = {str(p.partition): {"files": len(p.files), "records": p.records, "bytes": p.size_bytes,
                                             "log_start": p.log_start, "new_log_start": p.new_log_start,
                                             "reason": p.reason} for p in removed}
-        self.progress.phase("raw", "removed a prefix of raw files", records=result.removed_records,
+        self.progress.phase("raw", raw_message(bool(removed), self.dry_run), records=result.removed_records,
                             files=result.removed_files, bytes=result.removed_bytes)
         failpoints.hit("retention-after-delete")
 
@@ -251,6 +251,13 @@ def _stage_clock(ref: str) -> int | None:
     """The run clock a staging branch's name records (``compactor-run-<now>-<id>``)."""
     text = ref[len(STAGE_PREFIX):].split("-", 1)[0]
     return int(text) if text.isdigit() else None
+
+
+def raw_message(removed: bool, dry_run: bool) -> str:
+    """The raw step's progress line: what was (or, in a dry run, would be) removed, or that nothing was."""
+    if not removed:
+        return "would remove no raw files" if dry_run else "removed no raw files"
+    return "would remove a prefix of raw files" if dry_run else "removed a prefix of raw files"
 
 
 def _expiry_json(e: ExpiryResult) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
+from compactor.progress import parse_log_level
 from compactor.spark.jars import required_jars
 from compactor.spark.network import driver_address
 
@@ -32,6 +33,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+# The driver's log4j2 configuration: Spark's logging on standard error at WARN, its start-up noise at ERROR.
+LOG4J2_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
+_JVM_LEVELS = {"debug": "DEBUG", "info": "INFO", "warning": "WARN", "error": "ERROR"}
+
+
+def spark_log_level(log_level: str | None) -> str:
+    """The log4j level of Spark's own logging for ``--log-level`` (``None``: not given, WARN)."""
+    return _JVM_LEVELS[parse_log_level(log_level)] if log_level else "WARN"
+
+
+def driver_java_options(log_level: str | None) -> str:
+    """Driver JVM options that load ``LOG4J2_CONFIG`` before Spark logs anything.
+
+    ``spark.log.level`` applies only once the SparkContext is up, after the start-up warnings (loopback
+    hostname, native Hadoop library) and, under ``spark-submit``, Spark's INFO defaults have been printed; a
+    configuration file given to the JVM is in force from its first line. ``log_level`` is the command line's
+    ``--log-level`` (or ``COMPACTOR_LOG_LEVEL``): ``None`` (a default run) keeps Spark at WARN with its
+    start-up noise off; a level given explicitly applies to all of Spark's logging, start-up included.
+    """
+    level = spark_log_level(log_level)
+    startup = level if log_level else "ERROR"
+    return (f'-Dlog4j2.configurationFile="{LOG4J2_CONFIG}" '
+            f"-Dcompactor.log.spark={level} -Dcompactor.log.startup={startup}")
 
 
 def catalog_settings(config: LakeConfig) -> dict[str, str]:
@@ -120,8 +145,9 @@ def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": shuffle,
         "spark.sql.adaptive.enabled": "true",
-        "spark.log.level": env.get("COMPACTOR_SPARK_LOG_LEVEL", "WARN"),
-        "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/compactor-derby",
+        "spark.log.level": env.get("COMPACTOR_SPARK_LOG_LEVEL") or spark_log_level(env.get("COMPACTOR_LOG_LEVEL")),
+        "spark.driver.extraJavaOptions": ("-Dderby.system.home=/tmp/compactor-derby "
+                                          + driver_java_options(env.get("COMPACTOR_LOG_LEVEL"))),
     }
 
 
@@ -144,6 +170,14 @@ def user_spark_keys(env: Mapping[str, str]) -> set[str]:
         elif arg == "--conf" and i + 1 < len(args):
             keys.add(args[i + 1].split("=", 1)[0])
     return keys
+
+
+def _jar_file(jar: str) -> str:
+    """The real file a ``spark.jars`` entry (a path or a ``file:`` URI) names; other URIs as given."""
+    parts = urlsplit(jar)
+    if parts.scheme not in ("", "file"):
+        return jar
+    return os.path.realpath(parts.path)
 
 
 def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
@@ -229,7 +263,9 @@ def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = 
         if not under_submit:
             raise
         jars = []  # on a cluster the jars come with spark-submit --jars
-    all_jars = [j for j in existing_jars.split(",") if j] + [j for j in jars if j not in existing_jars]
+    submitted_jars = [j for j in existing_jars.split(",") if j]
+    known = {_jar_file(j) for j in submitted_jars}  # spark-submit resolves symlinks: compare real files
+    all_jars = submitted_jars + [j for j in jars if _jar_file(j) not in known]
     if all_jars:
         builder = builder.config("spark.jars", ",".join(all_jars))
     extensions = [e for e in existing_ext.split(",") if e]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compactor.iceberg.catalog import load_table_if_exists
 from compactor.results import JsonResult
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import offsets_to_dict
@@ -52,6 +53,12 @@ class TopicDescription(JsonResult):
     snapshots: int
     compaction_cursor: dict[str, Any] | None
     erasure_bound: ErasureBound
+    # The compacted view's table, for other engines (README, "Reading from other engines"): its identifier
+    # and its current metadata.json, or None before the first compaction (and once the view is dropped).
+    compacted_table: str | None = None
+    compacted_metadata_location: str | None = None
+    # The raw log table's current metadata.json (its identifier is ``table``), for the raw tail past the horizons.
+    metadata_location: str | None = None
 
 
 def erasure_bound(settings: TopicSettings) -> ErasureBound:
@@ -68,6 +75,12 @@ def erasure_bound(settings: TopicSettings) -> ErasureBound:
         "plus the time until a run passes it (due within max.compaction.lag.ms when the cleaner runs)"))
 
 
+def compacted_metadata_location(topic: Topic) -> str | None:
+    """The current metadata file of ``topic``'s compacted table, or None when it has none."""
+    table = load_table_if_exists(topic.catalog, topic.name.compacted_identifier)
+    return str(table.metadata_location) if table is not None else None
+
+
 def describe_topic(topic: Topic) -> TopicDescription:
     """Schema, settings, sizes, offsets and erasure bound of ``topic`` as loaded."""
     settings = topic.settings
@@ -80,6 +93,7 @@ def describe_topic(topic: Topic) -> TopicDescription:
         entry.records += f.record_count
         entry.bytes += f.size_bytes
     snapshot = topic.snapshot
+    compacted_location = compacted_metadata_location(topic)
     return TopicDescription(
         topic=str(topic.name),
         table=topic.name.identifier,
@@ -97,4 +111,7 @@ def describe_topic(topic: Topic) -> TopicDescription:
         snapshots=len(topic.table.metadata.snapshots),
         compaction_cursor=topic.cursor_mirror(),
         erasure_bound=erasure_bound(settings),
+        compacted_table=topic.name.compacted_identifier if compacted_location else None,
+        compacted_metadata_location=compacted_location,
+        metadata_location=str(topic.table.metadata_location),
     )

@@ -7,6 +7,11 @@
 # virtual environment, is enough in client mode). No credential goes on any command line: the driver reads
 # the S3 keys and the catalog password from the environment (COMPACTOR_CATALOG_PASSWORD is taken from
 # COMPACTOR_CATALOG_URI here when the URI carries one).
+# Output: standard output carries only the verb's result (`submit.sh compact T 2>/dev/null | jq .` works);
+# progress, Spark's logging (WARN from the driver's first line; COMPACTOR_LOG_LEVEL or `--log-level L` before
+# the verb change it) and this script's own lines go to standard error. spark-submit copies the Python
+# driver's standard error into its standard output, so compactor/cli/submit.py writes Python's standard error
+# to the driver JVM's instead, and the command carries the driver's log4j2 configuration.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
