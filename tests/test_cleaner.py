@@ -1,5 +1,6 @@
-"""The cleaner: due topics compacted filthiest first, retention on every topic, failures isolated and backed
-off, clean shutdown on SIGTERM."""
+"""The cleaner without a JVM (compaction replaced by stand-ins where a topic is due): failures isolated, retried
+or backed off by kind, metric lines, clean shutdown on SIGTERM. (Through the real Spark job:
+test_cleaner_compacts.py.)"""
 
 from __future__ import annotations
 
@@ -13,15 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
 
 from compactor import properties as props
 from compactor.cleaner import Cleaner
-from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
-from tests.helpers import current_cursor, raw
+from tests.helpers import raw
 
 HOUR = 3_600_000
 T0 = 60 * 24 * HOUR
@@ -29,30 +28,6 @@ T0 = 60 * 24 * HOUR
 
 def records(n: int, prefix: str, stamp: int = T0) -> list[ProducerRecord]:
     return [ProducerRecord(f"{prefix}{i}".encode(), b"v" * 10, timestamp_ms=stamp) for i in range(n)]
-
-
-@pytest.mark.spark
-def test_due_topics_are_compacted_filthiest_first_and_retention_runs_everywhere(spark: SparkSession,
-                                                                                lake: Lake) -> None:
-    for name in ("x.low", "x.mid", "x.new"):
-        lake.create_topic(name, config={"cleanup.policy": "compact"})
-    lake.create_topic("x.del", config={"cleanup.policy": "delete", "retention.ms": str(HOUR)})
-    for name in ("x.low", "x.mid"):
-        produce(lake.topic(name), records(10, "k"), now_ms=T0)
-        compact_topic(lake, name, now_ms=T0)
-    produce(lake.topic("x.low"), records(2, "n"), now_ms=T0)    # ratio 24/144: not due
-    produce(lake.topic("x.mid"), records(20, "n"), now_ms=T0)   # ratio 240/360: due
-    produce(lake.topic("x.new"), records(3, "k"), now_ms=T0)    # never compacted: ratio 1.0
-    produce(lake.topic("x.del"), records(3, "k"), now_ms=T0)    # old: retention removes it
-    low_cursor = current_cursor(lake, "x.low")
-    result = Cleaner(lake).run_once(now_ms=T0 + 2 * HOUR)
-    assert result.compaction_order == ["x.new", "x.mid"]
-    assert result.failed == []
-    assert current_cursor(lake, "x.low") == low_cursor
-    assert result.topics["x.mid"].compaction is not None and result.topics["x.mid"].compaction["committed"]
-    assert all(result.topics[n].retention is not None for n in ("x.low", "x.mid", "x.new", "x.del"))
-    assert raw(lake, "x.del") == []
-    assert result.topics["x.del"].retention["removed_records"] == 3  # type: ignore[index]
 
 
 def test_a_failing_topic_does_not_stop_the_others_and_is_backed_off(lake: Lake) -> None:

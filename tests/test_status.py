@@ -1,14 +1,12 @@
 """Triggers and status (SEMANTICS section 4 "Triggers"; INTERFACE ``status --json``): Kafka's cleaner rules
-computed from metadata, without Spark."""
+computed from metadata, without Spark. (After a compaction: test_status_after_compaction.py.)"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from pyspark.sql import SparkSession
 
-from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
 from compactor.status import topic_status
 from compactor.topics.producer import produce
@@ -71,23 +69,3 @@ def test_status_cli_prints_json_and_text(lake: Lake, capsys: pytest.CaptureFixtu
     assert main(["--warehouse", lake.config.warehouse, "status", "no.such"]) != 0
 
 
-@pytest.mark.spark
-def test_dirty_ratio_and_max_compaction_lag_after_a_cursor(spark: SparkSession, lake: Lake) -> None:
-    lake.create_topic("s.r", config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.5"})
-    produce(lake.topic("s.r"), records(10, T0), now_ms=T0)
-    compact_topic(lake, "s.r", now_ms=T0)
-    status = topic_status(lake, "s.r", now_ms=T0 + 1)
-    assert status["clean_bytes"] == 10 * 12 and status["dirty_bytes"] == 0 and status["due"] is False
-    assert status["cursor"]["horizons"] == {"0": 10} and status["horizons"] == {"0": 10}
-    assert status["metrics"]["last_compaction"]["records_read"] == 10
-    produce(lake.topic("s.r"), records(2, T0 + 1), now_ms=T0 + 1)  # 24 dirty vs 120 clean: ratio 1/6
-    status = topic_status(lake, "s.r", now_ms=T0 + 2)
-    assert status["dirty_bytes"] == 24 and abs(status["dirty_ratio"] - 24 / 144) < 1e-9
-    assert status["due"] is False
-    # the same dirty bytes are due once the oldest is older than max.compaction.lag.ms
-    lake.topic("s.r").set_config({"max.compaction.lag.ms": str(HOUR)})
-    late = topic_status(lake, "s.r", now_ms=T0 + 1 + HOUR + 5)
-    assert late["due"] is True and "max.compaction.lag.ms" in late["due_reason"]
-    assert late["max_compaction_delay_ms"] == 5
-    produce(lake.topic("s.r"), records(10, T0 + 2, "other"), now_ms=T0 + 2)  # now dirtier than clean
-    assert topic_status(lake, "s.r", now_ms=T0 + 3)["due"] is True
