@@ -38,7 +38,7 @@ from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.storage import delete_prefix
 from compactor.progress import Progress
 from compactor.retention.expiry import ExpiryResult, expire_table
-from compactor.retention.raw import PartitionPlan, new_properties, plan_partition
+from compactor.retention.raw import PartitionPlan, new_properties, plan_partition, retention_caps
 from compactor.retention.result import RetentionResult
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
@@ -127,11 +127,7 @@ class RetentionPass:
             offsets = topic.offsets()
             snapshot = topic.snapshot
             partitions = offsets.partitions
-            caps: list[int | None] = [None] * partitions
-            if settings.compacts:
-                # never at or above the horizon of a retained cursor; no cursor yet: nothing is compacted
-                caps = [min((c.horizons[p] for c in retained if c.partitions == partitions),
-                            default=offsets.log_start_offsets[p]) for p in range(partitions)]
+            caps = retention_caps(settings.compacts, [c.horizons for c in retained], offsets.log_start_offsets)
             files: dict[int, list[Any]] = defaultdict(list)
             for raw_file in topic.raw_files(snapshot.snapshot_id if snapshot else None):
                 files[raw_file.partition].append(raw_file)
