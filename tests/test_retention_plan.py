@@ -63,20 +63,23 @@ def settings(retention_ms: int = -1, retention_bytes: int = -1) -> TopicSettings
 def retention_ms(draw: st.DrawFn, partition: Partition) -> int:
     edges = [NOW - f.max_timestamp_us // 1000 for f in partition.files
              if f.max_timestamp_us is not None and f.max_timestamp_us // 1000 <= NOW]
-    return draw(st.one_of(st.integers(0, 12 * HOUR), *([st.sampled_from(edges)] if edges else [])))
+    value: int = draw(st.one_of(st.integers(0, 12 * HOUR), *([st.sampled_from(edges)] if edges else [])))
+    return value
 
 
 @st.composite
 def retention_bytes(draw: st.DrawFn, partition: Partition) -> int:
     left = [partition.size - sum(f.size_bytes for f in partition.files[:i]) for i in range(len(partition.files))]
-    return draw(st.one_of(st.integers(0, partition.size + 10), *([st.sampled_from(left)] if left else [])))
+    value: int = draw(st.one_of(st.integers(0, partition.size + 10), *([st.sampled_from(left)] if left else [])))
+    return value
 
 
 @st.composite
 def caps(draw: st.DrawFn, partition: Partition) -> int:
     edges = [o for f in partition.files for o in (f.first_offset, f.last_offset, f.last_offset + 1)]
-    return draw(st.one_of(st.integers(partition.log_start, partition.next_offset + 5),
-                          *([st.sampled_from(edges)] if edges else [])))
+    value: int = draw(st.one_of(st.integers(partition.log_start, partition.next_offset + 5),
+                                *([st.sampled_from(edges)] if edges else [])))
+    return value
 
 
 def plan(partition: Partition, config: TopicSettings, cap: int | None, order: Sequence[int] | None = None,
