@@ -33,7 +33,8 @@ def test_due_topics_are_compacted_filthiest_first_and_retention_runs_everywhere(
     assert result.compaction_order == ["x.new", "x.mid"]
     assert result.failed == []
     assert current_cursor(lake, "x.low") == low_cursor
-    assert result.topics["x.mid"].compaction is not None and result.topics["x.mid"].compaction["committed"]
+    assert result.topics["x.mid"].compaction is not None and result.topics["x.mid"].compaction.committed
     assert all(result.topics[n].retention is not None for n in ("x.low", "x.mid", "x.new", "x.del"))
     assert raw(lake, "x.del") == []
-    assert result.topics["x.del"].retention["removed_records"] == 3  # type: ignore[index]
+    removed = result.topics["x.del"].retention
+    assert removed is not None and removed.removed_records == 3

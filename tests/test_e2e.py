@@ -68,14 +68,14 @@ def test_produce_compact_read_retain_and_status(backend: Backend, spark_session:
     assert frame.count() == len(compacted)
     assert TableView(lake, "e2e.orders").to_dict() == live
     status = topic_status(lake, "e2e.orders", now_ms=T0 + 3)
-    assert status["cursor"]["horizons"] == {"0": sum(1 for p, _ in where[:16] if p == 0),
+    assert status.cursor is not None and status.cursor["horizons"] == {"0": sum(1 for p, _ in where[:16] if p == 0),
                                             "1": sum(1 for p, _ in where[:16] if p == 1)}
-    assert status["dirty_bytes"] > 0
+    assert status.dirty_bytes > 0
     # compact the tail, then retention removes the raw files below the horizon and expires old snapshots
     assert compact_topic(lake, "e2e.orders", now_ms=T0 + 4).committed
     removed = run_retention(lake, "e2e.orders", now_ms=T0 + 2 * HOUR).as_json()
     assert removed["removed_records"] == 24 and removed["log_start_offsets"] == topic_status(
-        lake, "e2e.orders", now_ms=T0 + 2 * HOUR)["next_offsets"]
+        lake, "e2e.orders", now_ms=T0 + 2 * HOUR).next_offsets
     assert removed["expired_snapshots"] > 0 and removed["deleted_files"] > 0
     assert list(TopicReader(lake, "e2e.orders").records()) == []
     after = {r.key: r.value for r in TopicReader(lake, "e2e.orders", read_compacted=True).records()}

@@ -223,3 +223,35 @@ def test_a_pass_that_fails_midway_leaves_a_consistent_topic_and_the_next_pass_fi
     result = run_retention(lake, "f.mid", now_ms=T0 + DAY + 2).as_json()
     assert result["log_start_offsets"] == {"0": 2} and offsets(raw(lake, "f.mid")) == [2]
     assert len(lake.topic("f.mid").table.metadata.snapshots) == 1  # the earlier ones expired now
+
+
+def test_a_malformed_policy_off_clock_is_a_corrupt_topic_not_a_value_error(lake: Lake) -> None:
+    from compactor import properties as props
+    from compactor.cursor.table import ensure_compacted_table
+    from compactor.errors import TopicCorruptError
+
+    lake.create_topic("p.off", config={"cleanup.policy": "delete"})
+    ensure_compacted_table(lake.topic("p.off"))  # an (empty) compacted view left from when it compacted
+    lake.topic("p.off").set_internal_properties({props.COMPACT_OFF_SINCE_PROPERTY: "yesterday"}, [])
+    with pytest.raises(TopicCorruptError, match=r"compact-off-since-ms is not a clock.*'yesterday'"):
+        run_retention(lake, "p.off", now_ms=T0)
+
+
+def test_the_printed_result_keeps_every_field_name(lake: Lake) -> None:
+    """The typed result prints the names ``retention`` has always printed (INTERFACE.md's, then each step's)."""
+    lake.create_topic("d.names", config={"retention.ms": str(HOUR)})
+    produce(lake.topic("d.names"), batch("ab", T0), now_ms=T0)
+    out = run_retention(lake, "d.names", now_ms=T0 + DAY).as_json()
+    assert list(out) == ["topic", "dry_run", "now_ms", "removed_records", "removed_files", "removed_bytes",
+                         "expired_snapshots", "log_start_offsets", "policy", "retained_cursors", "raw",
+                         "compacted_trim", "policy_off", "expiry", "deleted_files", "deleted_bytes", "duration_ms"]
+    assert out["raw"] == {"0": {"files": 1, "records": 2, "bytes": out["removed_bytes"], "log_start": 0,
+                                "new_log_start": 2, "reason": "retention.ms"}}
+    assert {"applies", "committed", "reason", "trim_before_ms", "compacted_snapshot_id", "rows_removed"} == set(
+        out["compacted_trim"])
+    assert {"applies", "dropped", "reason", "policy_off_since_ms", "drop_at_ms", "would_drop", "deleted_files"} == set(
+        out["policy_off"])
+    assert set(out["expiry"]) == {"raw", "compacted"}
+    assert set(out["expiry"]["raw"]) == {"expired_snapshots", "removed_refs", "deleted_files", "deleted_bytes",
+                                         "orphan_files", "orphan_bytes"}
+    json.dumps(out)
