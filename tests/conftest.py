@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from compactor.config import LakeConfig
 from compactor.lake import Lake
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.backends"]  # fixtures any test module may use
+
+# Property tests: no per-example deadline and no "too slow" health check (other jobs share the machine's two
+# cores, so timings say nothing); a failure prints the blob that reproduces it.
+settings.register_profile("compactor", deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("compactor")
 
 _catalog_numbers = itertools.count()
 ISOLATED_PREFIXES = ("COMPACTOR_", "AWS_", "PYICEBERG_")
