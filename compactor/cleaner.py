@@ -8,10 +8,17 @@ One pass:
 3. run retention on every topic (retention applies whether a topic compacts or not);
 4. report the pass (JSON) and log metric lines (``compactor.metrics``).
 
-A topic whose step fails is logged (``event=topic-failed``), reported in the pass, and skipped by later
-passes for ``backoff_s`` (Kafka marks such partitions uncleanable); the other topics go on. A stop request
-(SIGTERM or SIGINT under ``run_forever``) is honoured between steps: the step in progress finishes (a
-compaction is never abandoned half-published), then the cleaner returns.
+A topic whose step fails is logged (``event=topic-failed``) and reported in the pass. What happens next
+depends on the failure (``errors.is_transient``):
+
+* **transient** (a race, an outage, an unknown commit outcome): the next pass tries the topic again, with no
+  back-off, up to ``transient_limit`` consecutive failing passes; from then on each further failure backs it
+  off too, until a pass in which the topic succeeds;
+* **terminal** (bad settings, a corrupt topic or cursor, refused credentials, and any failure the product did
+  not classify): later passes skip the topic for ``backoff_s`` (Kafka marks such partitions uncleanable).
+
+A stop request (SIGTERM or SIGINT under ``run_forever``) is honoured between steps: the step in progress
+finishes (a compaction is never abandoned half-published), then the cleaner returns.
 """
 
 from __future__ import annotations
@@ -23,52 +30,79 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from compactor import metrics
 from compactor.clock import resolve_now_ms
+from compactor.errors import is_transient
 from compactor.iceberg.catalog import first_line
+from compactor.results import JsonResult
+from compactor.retention import RetentionResult
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
 
 log = logging.getLogger("compactor.cleaner")
 
-CompactFn = Callable[["Lake", str, int], dict[str, Any]]
-RetainFn = Callable[["Lake", str, int], dict[str, Any]]
+
+class CompactionOutcome(Protocol):
+    """What the cleaner uses of a compaction run's result (``compaction.job.CompactionResult``)."""
+
+    @property
+    def committed(self) -> bool: ...
+
+    def as_json(self) -> dict[str, Any]: ...
 
 
-def _compact(lake: Lake, name: str, now_ms: int) -> dict[str, Any]:
+CompactFn = Callable[["Lake", str, int], CompactionOutcome]
+RetainFn = Callable[["Lake", str, int], RetentionResult]
+
+
+def _compact(lake: Lake, name: str, now_ms: int) -> CompactionOutcome:
     from compactor.compaction.job import TwoPhaseCompactor
 
-    return TwoPhaseCompactor(lake, name, now_ms=now_ms).run().as_json()
+    return TwoPhaseCompactor(lake, name, now_ms=now_ms).run()
 
 
-def _retain(lake: Lake, name: str, now_ms: int) -> dict[str, Any]:
+def _retain(lake: Lake, name: str, now_ms: int) -> RetentionResult:
     from compactor.retention import run_retention
 
-    return run_retention(lake, name, now_ms=now_ms).as_json()
+    return run_retention(lake, name, now_ms=now_ms)
 
 
 @dataclass
-class TopicOutcome:
+class StepFailure(JsonResult):
+    """One failed step of one topic in a pass, and what the cleaner does about it."""
+
+    step: str
+    error: str
+    transient: bool = False
+    backoff_s: float = 0.0  # 0: the next pass tries again
+
+
+@dataclass
+class TopicOutcome(JsonResult):
     """What one pass did to one topic."""
 
     topic: str
     dirty_ratio: float | None = None
     due: bool | None = None
     due_reason: str = ""
-    compaction: dict[str, Any] | None = None
-    retention: dict[str, Any] | None = None
-    errors: list[dict[str, str]] = field(default_factory=list)
+    compaction: CompactionOutcome | None = None
+    retention: RetentionResult | None = None
+    errors: list[StepFailure] = field(default_factory=list)
     skipped: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {"topic": self.topic, "dirty_ratio": self.dirty_ratio, "due": self.due, "due_reason": self.due_reason,
+                "compaction": self.compaction.as_json() if self.compaction is not None else None,
+                "retention": self.retention.as_json() if self.retention is not None else None,
+                "errors": [e.as_json() for e in self.errors], "skipped": self.skipped}
 
 
 @dataclass
-class PassResult:
+class PassResult(JsonResult):
     """One cleaner pass over every topic."""
 
     now_ms: int
@@ -90,24 +124,35 @@ class PassResult:
 class Cleaner:
     """Runs cleaner passes over every topic of a lake (see the module docstring)."""
 
-    def __init__(self, lake: Lake, *, backoff_s: float = 300.0, compact: CompactFn = _compact,
-                 retain: RetainFn = _retain) -> None:
+    def __init__(self, lake: Lake, *, backoff_s: float = 300.0, transient_limit: int = 3,
+                 compact: CompactFn = _compact, retain: RetainFn = _retain) -> None:
         self.lake = lake
         self.backoff_s = backoff_s
+        self.transient_limit = transient_limit
         self._compact = compact
         self._retain = retain
         self.uncleanable: dict[str, tuple[float, str]] = {}  # topic -> (retry after, monotonic; error)
+        self.transient_failures: dict[str, int] = {}  # topic -> consecutive passes failing only transiently
         self.stop_requested = threading.Event()
 
     def request_stop(self) -> None:
         self.stop_requested.set()
 
     def _fail(self, outcome: TopicOutcome, step: str, exc: BaseException) -> None:
-        message = f"{type(exc).__name__}: {first_line(exc)}"
-        outcome.errors.append({"step": step, "error": message})
-        self.uncleanable[outcome.topic] = (time.monotonic() + self.backoff_s, message)
-        metrics.emit("topic-failed", outcome.topic, step=step, error=message, backoff_s=self.backoff_s)
-        log.warning("cleaner: %s of %s failed (skipped for %.0fs): %s", step, outcome.topic, self.backoff_s, message)
+        topic, message = outcome.topic, f"{type(exc).__name__}: {first_line(exc)}"
+        transient = is_transient(exc)
+        backoff = self.backoff_s
+        if transient:
+            if not any(e.transient for e in outcome.errors):  # one count per pass
+                self.transient_failures[topic] = self.transient_failures.get(topic, 0) + 1
+            if self.transient_failures[topic] < self.transient_limit:
+                backoff = 0.0
+        outcome.errors.append(StepFailure(step, message, transient, backoff))
+        if backoff > 0:
+            self.uncleanable[topic] = (time.monotonic() + backoff, message)
+        metrics.emit("topic-failed", topic, step=step, error=message, transient=transient, backoff_s=backoff)
+        log.warning("cleaner: %s of %s failed (%s): %s", step, topic,
+                    f"skipped for {backoff:.0f}s" if backoff > 0 else "retried at the next pass", message)
 
     def run_once(self, now_ms: int | None = None) -> PassResult:
         """One pass at ``now_ms`` (default: the clock)."""
@@ -142,9 +187,9 @@ class Cleaner:
             result.compaction_order.append(name)
             try:
                 outcome.compaction = self._compact(self.lake, name, now)
-                metrics.emit("compaction", name, committed=outcome.compaction.get("committed"),
+                metrics.emit("compaction", name, committed=outcome.compaction.committed,
                              dirty_ratio=outcome.dirty_ratio,
-                             **metrics.compaction_metrics(outcome.compaction.get("stats") or {}))
+                             **metrics.compaction_metrics(outcome.compaction.as_json().get("stats") or {}))
             except Exception as exc:
                 self._fail(outcome, "compact", exc)
         for name in names:
@@ -152,14 +197,19 @@ class Cleaner:
             if self.stop_requested.is_set():
                 result.stopped = True
                 break
-            if outcome.skipped or any(e["step"] == "assess" for e in outcome.errors):
+            if outcome.skipped or any(e.step == "assess" for e in outcome.errors):
                 continue
             try:
                 outcome.retention = self._retain(self.lake, name, now)
-                metrics.emit("retention", name, **{k: outcome.retention.get(k) for k in (
-                    "removed_records", "removed_files", "removed_bytes", "expired_snapshots")})
+                metrics.emit("retention", name, removed_records=outcome.retention.removed_records,
+                             removed_files=outcome.retention.removed_files,
+                             removed_bytes=outcome.retention.removed_bytes,
+                             expired_snapshots=outcome.retention.expired_snapshots)
             except Exception as exc:
                 self._fail(outcome, "retention", exc)
+            else:
+                if not outcome.errors:
+                    self.transient_failures.pop(name, None)  # a clean pass ends a run of transient failures
         result.duration_ms = int((time.monotonic() - started) * 1000)
         metrics.emit("cleaner-pass", None, topics=len(names), compacted=len(result.compaction_order),
                      failed=len(result.failed), duration_ms=result.duration_ms, stopped=result.stopped)
@@ -183,7 +233,7 @@ def stop_on_signals(cleaner: Cleaner) -> Iterator[None]:
     """Turn SIGTERM and SIGINT into a clean stop request while the block runs (main thread only)."""
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         log.info("cleaner: signal %s received; stopping after the current step", signum)
         cleaner.request_stop()
 

@@ -142,3 +142,10 @@ class OutcomeUnknownError(TransientError):
 
 class InjectedFailureError(CompactorError):
     """Raised at a named failure point enabled by a test (see ``compactor.failpoints``)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the failed operation soon may succeed: a ``TransientError`` (a race, an outage, an
+    unknown outcome). Anything else (bad settings, a corrupt cursor, refused credentials, and failures the
+    product did not classify) is terminal until someone fixes its cause."""
+    return isinstance(exc, CompactorError) and exc.retryable

@@ -9,6 +9,7 @@ summaries, file statistics), reading at most the narrow columns of files that st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from compactor.clock import resolve_now_ms
@@ -16,6 +17,7 @@ from compactor.compaction.horizons import RawSnapshotView
 from compactor.compaction.triggers import Assessment, assess
 from compactor.cursor import Cursor, load_compacted, retained_cursors
 from compactor.metrics import compaction_metrics
+from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
 from compactor.topics.state import offsets_to_dict
 
@@ -41,58 +43,92 @@ def assess_topic(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
     return assess(raw, offsets, topic.properties, settings, cursor, now), cursor, retained
 
 
-def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -> dict[str, Any]:
-    """Everything ``compactor status --json`` prints (INTERFACE.md fields plus detail)."""
+@dataclass
+class StatusMetrics(JsonResult):
+    """The figures of the last compaction run, as the metric lines carry them."""
+
+    last_compaction: dict[str, Any]
+    last_run_time_ms: int | None
+    dirty_ratio: float
+
+
+@dataclass
+class TopicStatus(JsonResult):
+    """Everything ``compactor status --json`` prints (the INTERFACE.md fields, then detail)."""
+
+    topic: str
+    now_ms: int
+    policy: str
+    next_offsets: dict[str, int]
+    log_start_offsets: dict[str, int]
+    horizons: dict[str, int]
+    next_horizons: dict[str, int]
+    cursor: dict[str, Any] | None  # the ``compact`` fields of the current cursor (``Cursor.as_json``)
+    retained_cursors: list[int]
+    clean_bytes: int
+    dirty_bytes: int
+    dirty_ratio: float
+    cleanable_records: int
+    oldest_dirty_timestamp_ms: int | None
+    oldest_dirty_age_ms: int | None
+    max_compaction_delay_ms: int  # Kafka's: how far past max.compaction.lag.ms the oldest dirty record is
+    compaction_lag_ms: int | None
+    due: bool
+    due_reason: str
+    per_partition: list[dict[str, Any]]
+    settings: dict[str, str]
+    metrics: StatusMetrics
+
+
+def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -> TopicStatus:
+    """Where ``name``'s compaction stands at ``now_ms``, from metadata only."""
     now = resolve_now_ms(now_ms)
     assessment, cursor, retained = assess_topic(lake, name, now)
     topic = lake.topic(name)
     settings = topic.settings
     offsets = topic.offsets()
     oldest = assessment.min_cleanable_timestamp_ms
-    last_run = cursor.stats.as_json() if cursor is not None else {}
-    return {
-        "topic": str(topic.name),
-        "now_ms": now,
-        "policy": settings.policy_text,
-        "next_offsets": offsets_to_dict(offsets.next_offsets),
-        "log_start_offsets": offsets_to_dict(offsets.log_start_offsets),
-        "horizons": offsets_to_dict(assessment.horizons),
-        "next_horizons": offsets_to_dict(assessment.next_horizons),
-        "cursor": cursor.as_json() if cursor is not None else None,
-        "retained_cursors": [c.snapshot_id for c in retained],
-        "clean_bytes": assessment.clean_bytes,
-        "dirty_bytes": assessment.dirty_bytes,
-        "dirty_ratio": assessment.dirty_ratio,
-        "cleanable_records": assessment.cleanable_records,
-        "oldest_dirty_timestamp_ms": oldest,
-        "oldest_dirty_age_ms": now - oldest if oldest is not None else None,
-        # Kafka's max-compaction-delay: how far past max.compaction.lag.ms the oldest dirty record is
-        "max_compaction_delay_ms": (max(0, now - oldest - settings.max_compaction_lag_ms)
-                                    if oldest is not None else 0),
-        "compaction_lag_ms": now - cursor.now_ms if cursor is not None else None,
-        "due": assessment.due,
-        "due_reason": assessment.due_reason,
-        "per_partition": assessment.per_partition,
-        "settings": settings.as_kafka_dict(),
-        "metrics": {"last_compaction": compaction_metrics(last_run), "last_run_time_ms":
-                    cursor.now_ms if cursor is not None else None,
-                    "dirty_ratio": assessment.dirty_ratio},
-    }
+    return TopicStatus(
+        topic=str(topic.name),
+        now_ms=now,
+        policy=settings.policy_text,
+        next_offsets=offsets_to_dict(offsets.next_offsets),
+        log_start_offsets=offsets_to_dict(offsets.log_start_offsets),
+        horizons=offsets_to_dict(assessment.horizons),
+        next_horizons=offsets_to_dict(assessment.next_horizons),
+        cursor=cursor.as_json() if cursor is not None else None,
+        retained_cursors=[c.snapshot_id for c in retained],
+        clean_bytes=assessment.clean_bytes,
+        dirty_bytes=assessment.dirty_bytes,
+        dirty_ratio=assessment.dirty_ratio,
+        cleanable_records=assessment.cleanable_records,
+        oldest_dirty_timestamp_ms=oldest,
+        oldest_dirty_age_ms=now - oldest if oldest is not None else None,
+        max_compaction_delay_ms=max(0, now - oldest - settings.max_compaction_lag_ms) if oldest is not None else 0,
+        compaction_lag_ms=now - cursor.now_ms if cursor is not None else None,
+        due=assessment.due,
+        due_reason=assessment.due_reason,
+        per_partition=assessment.per_partition,
+        settings=settings.as_kafka_dict(),
+        metrics=StatusMetrics(last_compaction=compaction_metrics(cursor.stats.as_json() if cursor is not None else {}),
+                              last_run_time_ms=cursor.now_ms if cursor is not None else None,
+                              dirty_ratio=assessment.dirty_ratio),
+    )
 
 
-def render_text(status: dict[str, Any]) -> str:
+def render_text(status: TopicStatus) -> str:
     """A few human lines for ``compactor status`` without ``--json``."""
-    cursor = status["cursor"]
+    cursor = status.cursor
     lines = [
-        f"topic {status['topic']}  policy {status['policy']}",
-        f"  offsets   next {status['next_offsets']}  log start {status['log_start_offsets']}",
+        f"topic {status.topic}  policy {status.policy}",
+        f"  offsets   next {status.next_offsets}  log start {status.log_start_offsets}",
         f"  cursor    {cursor['compacted_snapshot_id'] if cursor else 'none (never compacted)'}"
-        f"  horizons {status['horizons']}  retained {status['retained_cursors']}",
-        f"  dirty     {status['dirty_bytes']} bytes of {status['cleanable_records']} records; clean "
-        f"{status['clean_bytes']} bytes; ratio {status['dirty_ratio']:.4f}",
-        f"  due       {'yes' if status['due'] else 'no'}: {status['due_reason']}",
+        f"  horizons {status.horizons}  retained {status.retained_cursors}",
+        f"  dirty     {status.dirty_bytes} bytes of {status.cleanable_records} records; clean "
+        f"{status.clean_bytes} bytes; ratio {status.dirty_ratio:.4f}",
+        f"  due       {'yes' if status.due else 'no'}: {status.due_reason}",
     ]
-    if status["oldest_dirty_age_ms"] is not None:
-        lines.append(f"  oldest dirty record is {status['oldest_dirty_age_ms']} ms old; max compaction delay "
-                     f"{status['max_compaction_delay_ms']} ms")
+    if status.oldest_dirty_age_ms is not None:
+        lines.append(f"  oldest dirty record is {status.oldest_dirty_age_ms} ms old; max compaction delay "
+                     f"{status.max_compaction_delay_ms} ms")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ Files whose rows are not sorted are sorted on read. The result never depends on 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -18,11 +19,13 @@ from compactor.iceberg.bounds import task_range
 from compactor.iceberg.scan import TaskReader, stream_tasks
 from compactor.schema import OFFSET
 
+TaskT = TypeVar("TaskT")  # a file scan task, or anything with the same ``file`` statistics (tests)
 
-def clusters(tasks: Sequence[FileScanTask]) -> list[list[FileScanTask]]:
+
+def clusters(tasks: Sequence[TaskT]) -> list[list[TaskT]]:
     """Group tasks (of one partition) into runs whose offset ranges overlap, in offset order."""
     ordered = sorted(tasks, key=task_range)
-    out: list[list[FileScanTask]] = []
+    out: list[list[TaskT]] = []
     current_hi = -2
     for task in ordered:
         lo, hi = task_range(task)

@@ -2,6 +2,15 @@
 
 Each test's lake gets its own warehouse directory and its own catalog name, registered at runtime on the
 shared SparkSession (Iceberg caches catalogs by name, so a new name gives a fresh catalog on a new database).
+
+Markers say what a test needs, and are kept true here (README "Tests"):
+
+* ``spark``: the test starts or uses a JVM. A test that requests the SparkSession without the marker is a
+  collection error, and one that reaches Spark any other way (``Lake.spark()``, a subprocess that starts a
+  JVM) fails: for unmarked tests the JVM entry points refuse and ``JAVA_HOME`` points nowhere;
+* ``s3``: the test uses moto's S3 server; ``postgres``: the test needs the PostgreSQL server. Both are added
+  here from the fixtures a test requests (and the ``backend`` parameter of ``tests/backends.py``);
+* ``slow``: the longer randomised runs (marked in their modules).
 """
 
 from __future__ import annotations
@@ -14,12 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from compactor.config import LakeConfig
 from compactor.lake import Lake
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.backends"]  # fixtures any test module may use
+
+# Property tests: no per-example deadline and no "too slow" health check (other jobs share the machine's two
+# cores, so timings say nothing); a failure prints the blob that reproduces it.
+settings.register_profile("compactor", deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("compactor")
 
 _catalog_numbers = itertools.count()
 ISOLATED_PREFIXES = ("COMPACTOR_", "AWS_", "PYICEBERG_")
@@ -32,6 +50,59 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         if key.startswith(ISOLATED_PREFIXES) and key not in ("COMPACTOR_JARS_DIR",):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PYICEBERG_HOME", str(tmp_path / "pyiceberg-home"))
+
+
+# --- markers that say what a test needs ---------------------------------------------------------------
+
+NO_JVM_HOME = "/nonexistent/tests-without-the-spark-marker-must-not-start-a-JVM"
+SPARK_FIXTURE = "spark_session"  # ``spark`` and every fixture built on it request this one
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add ``s3`` and ``postgres`` from what each test uses; refuse a Spark fixture without ``spark``."""
+    unmarked: list[str] = []
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if SPARK_FIXTURE in fixtures and item.get_closest_marker("spark") is None:
+            unmarked.append(item.nodeid)
+        if "s3_server" in fixtures or backend == "s3":
+            item.add_marker(pytest.mark.s3)
+        if "postgres_server" in fixtures or backend == "postgres":
+            item.add_marker(pytest.mark.postgres)
+    if unmarked:
+        raise pytest.UsageError("these tests use the SparkSession but are not marked @pytest.mark.spark: "
+                                + ", ".join(unmarked))
+
+
+@pytest.fixture(autouse=True)
+def _jvm_only_under_the_spark_marker(request: pytest.FixtureRequest,
+                                     monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test without the ``spark`` marker that reaches a JVM fails, even if the code under test catches the
+    refusal: Spark's entry points refuse in this process, and ``JAVA_HOME`` points nowhere for subprocesses."""
+    if request.node.get_closest_marker("spark") is not None:
+        yield
+        return
+    from pyspark import context
+    from pyspark.sql import SparkSession
+
+    attempts: list[str] = []
+
+    def refuse(what: str) -> Any:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            attempts.append(what)
+            pytest.fail(f"{request.node.nodeid} {what} but is not marked @pytest.mark.spark: mark it (it needs a "
+                        "JVM) or keep it JVM-free")
+        return refused
+
+    monkeypatch.setenv("JAVA_HOME", NO_JVM_HOME)
+    monkeypatch.setattr(context, "launch_gateway", refuse("started a JVM"))
+    monkeypatch.setattr(SparkSession, "getActiveSession", refuse("asked for the active SparkSession"))
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse("asked for a SparkSession"))
+    yield
+    if attempts:
+        pytest.fail(f"{request.node.nodeid} is not marked @pytest.mark.spark but " + " and ".join(attempts))
 
 
 def new_lake_config(warehouse: str | Path, catalog_uri: str | None = None, **env: str) -> LakeConfig:

@@ -38,6 +38,7 @@ class TopicModel:
     partitions: int
     log: list[list[Record]] = field(default_factory=list)
     cursor: ModelCursor | None = None
+    stamped: dict[tuple[int, int], int] = field(default_factory=dict)  # every delete horizon a run stored
 
     def __post_init__(self) -> None:
         if not self.log:
@@ -96,6 +97,7 @@ class TopicModel:
                         horizon = now_ms + settings.delete_retention_ms
                         if now_ms < horizon:
                             rows[(p, r.offset)] = CompactedRow(r, horizon)
+                            self.stamped[(p, r.offset)] = horizon
                     else:
                         rows[(p, r.offset)] = CompactedRow(r, None)
         advanced = horizons != previous
@@ -106,13 +108,13 @@ class TopicModel:
         return True
 
     def full_compaction(self, start: list[int], horizons: list[int], now_ms: int,
-                        settings: ModelSettings) -> dict[tuple[int, int], Record]:
-        """One full compaction of raw offsets ``[start, horizon)`` at ``now`` (no delete horizons known)."""
+                        settings: ModelSettings) -> list[tuple[Record, int | None]]:
+        """The rows (with their delete horizons) of one full compaction of raw offsets ``[start, horizon)`` at
+        ``now``: every tombstone it keeps is stamped ``now + delete.retention.ms``."""
         fresh = TopicModel(self.partitions, [records[: horizons[p]] for p, records in enumerate(self.log)])
         fresh.cursor = ModelCursor(list(start), list(start), {})
         fresh.compact(now_ms, replace(settings, min_lag_ms=0))
-        assert fresh.cursor is not None
-        return {k: v.record for k, v in fresh.cursor.rows.items()}
+        return fresh.compacted_rows()
 
     # --- reads ---------------------------------------------------------------------------------------
 

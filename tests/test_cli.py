@@ -177,3 +177,27 @@ def test_unexpected_java_errors_name_the_java_exception(tmp_path: Path, capsys: 
     assert code == 1
     assert err.strip() == ("compactor: error: Py4JJavaError: org.apache.iceberg.exceptions.CommitFailedException: "
                            "Table metadata refresh is required")
+
+
+def test_compact_refuses_a_topic_whose_policy_lacks_compact(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any Spark work: the error names the policy (no JVM starts)."""
+    wh = tmp_path / "wh"
+    assert run(capsys, wh, "topic", "create", "a.t")[0] == 0
+    code, _, err = run(capsys, wh, "compact", "a.t")
+    assert code == 1 and "cleanup.policy=delete" in err
+    assert err.strip().splitlines()[-1].startswith("compactor: error:")
+
+
+def test_compact_unknown_topic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, tmp_path / "wh", "compact", "a.nope")
+    assert code == 1 and "unknown topic" in err
+
+
+def test_submit_module_is_the_command_line(tmp_path: Path) -> None:
+    """``spark-submit compactor/cli/submit.py ARGS`` runs the same command line as ``compactor ARGS``."""
+    result = subprocess.run([sys.executable, "-m", "compactor.cli.submit", "--warehouse",
+                             str(tmp_path / "wh"), "topic", "create", "a.t"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["created"] is True

@@ -1,11 +1,9 @@
-"""``compactor compact`` on the command line, the spark-submit entry point, and progress reporting."""
+"""``compactor compact`` on the command line and progress reporting, through the Spark job (the refusals that
+need no JVM and the spark-submit entry point are in test_cli.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,18 +50,6 @@ def test_compact_prints_the_cursor_as_json(cli: Any, lake: Lake) -> None:
     assert code == 0 and json.loads(out)["committed"] is False
 
 
-def test_compact_refuses_a_topic_whose_policy_lacks_compact(cli: Any, lake: Lake) -> None:
-    lake.create_topic("a.t")
-    code, _, err = cli("compact", "a.t")
-    assert code == 1 and "cleanup.policy=delete" in err and len(err.strip().splitlines()) >= 1
-    assert err.strip().splitlines()[-1].startswith("compactor: error:")
-
-
-def test_compact_unknown_topic(cli: Any) -> None:
-    code, _, err = cli("compact", "a.nope")
-    assert code == 1 and "unknown topic" in err
-
-
 def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: Lake) -> None:
     topic = lake.create_topic("a.t", config={"cleanup.policy": "compact"})
     produce(topic, [ProducerRecord(b"k", b"v")] * 5)
@@ -82,10 +68,3 @@ def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: La
     assert summary["records_read"] == 1 and summary["records_kept"] == 1
 
 
-def test_submit_module_is_the_command_line(tmp_path: Path) -> None:
-    """``spark-submit compactor/cli/submit.py ARGS`` runs the same command line as ``compactor ARGS``."""
-    result = subprocess.run([sys.executable, "-m", "compactor.cli.submit", "--warehouse",
-                             str(tmp_path / "wh"), "topic", "create", "a.t"],
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["created"] is True

@@ -10,7 +10,6 @@ from pyspark.sql import SparkSession
 
 from compactor.compaction import phase1, phase2
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
-from compactor.errors import PolicyError
 from compactor.lake import Lake
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
@@ -206,12 +205,6 @@ def test_if_due_runs_when_due_by_max_compaction_lag(spark: SparkSession, lake: L
     put(lake, rec(b"k1", b"x", ts=3000))
     assert not TwoPhaseCompactor(lake, "c.t", now_ms=7000, if_due=True).run().committed
     assert TwoPhaseCompactor(lake, "c.t", now_ms=8001, if_due=True).run().committed
-
-
-def test_topic_without_compact_policy_is_refused(spark: SparkSession, lake: Lake) -> None:
-    lake.create_topic("c.t", config={"cleanup.policy": "delete"})
-    with pytest.raises(PolicyError, match=r"cleanup\.policy=delete"):
-        compact_topic(lake, "c.t")
 
 
 # --- two phases: what is read, and nothing on the driver --------------------------------------------------

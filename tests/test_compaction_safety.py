@@ -157,26 +157,6 @@ def test_creating_the_staging_branch_survives_a_racing_commit(spark: SparkSessio
     assert compacted_rows(lake, "s.t") == model.compacted_rows()
 
 
-def test_a_lost_iceberg_commit_inside_spark_is_a_commit_conflict() -> None:
-    """Spark surfaces Iceberg's CommitFailedException as a Py4J error; the job turns it into a retryable
-    CommitConflictError (and starts the attempt again) while other Java errors pass through unchanged."""
-    from compactor.compaction.job import spark_commit_conflicts
-    from compactor.errors import CommitConflictError
-
-    class Py4JJavaError(Exception):
-        pass
-
-    lost = Py4JJavaError("An error occurred while calling o7.append.\n: org.apache.iceberg.exceptions."
-                         "CommitFailedException: Cannot commit s.t__compacted: metadata location has changed")
-    with (pytest.raises(CommitConflictError, match="CommitFailedException: Cannot commit") as info,
-          spark_commit_conflicts("writing the staging branch")):
-        raise lost
-    assert info.value.retryable
-    other = Py4JJavaError("An error occurred while calling o7.append.\n: java.lang.OutOfMemoryError: heap")
-    with pytest.raises(Py4JJavaError), spark_commit_conflicts("writing the staging branch"):
-        raise other
-
-
 def test_the_replaced_cursor_is_tagged_and_chained(spark: SparkSession, lake: Lake) -> None:
     seeded(lake)
     first = current_cursor(lake, "s.t")

@@ -88,8 +88,9 @@ def test_other_engines_read_the_view_as_the_reader_does(spark: SparkSession, lak
     assert int(snapshot.summary["total-position-deletes"] or 0) > 0, "the last run must write position deletes"
 
     status = topic_status(lake, NAME, now_ms=T0 + 500)  # what `compactor status NAME --json` prints
-    horizons = {int(p): h for p, h in status["horizons"].items()}
-    assert horizons == {int(p): h for p, h in status["cursor"]["horizons"].items()} == {0: 22, 1: 22}
+    horizons = {int(p): h for p, h in status.horizons.items()}
+    assert status.cursor is not None
+    assert horizons == {int(p): h for p, h in status.cursor["horizons"].items()} == {0: 22, 1: 22}
     full = as_rows(list(TopicReader(lake, NAME, read_compacted=True, now_ms=T0 + 500).records()))
     below = [r for r in full if r[1] < horizons[r[0]]]
     assert len(below) == 40 and len(full) == 42  # 36 first records, 3 new values and 1 tombstone; 2 tail records

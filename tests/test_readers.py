@@ -1,6 +1,6 @@
 """SEMANTICS section 5 through the real job: the reader invariant under concurrent producing and compacting,
 pinning, seeking by offset and timestamp in both views, as-of reads, errors, the Spark reader and the table
-view. (Raw-only reader behaviour without Spark is in test_raw_reader.py.)"""
+view. (Raw-only reader behaviour without Spark is in test_raw_reader.py and test_table_view.py.)"""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from pyspark.sql import SparkSession
 
 from compactor import schema as ts
 from compactor.compaction.job import compact_topic
-from compactor.errors import CursorExpiredError, OffsetOutOfRangeError, TopicNotFoundError
+from compactor.errors import CursorExpiredError, OffsetOutOfRangeError
 from compactor.lake import Lake
-from compactor.topics.partitioner import partition_for_key
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from readers.positions import StartPosition
@@ -67,6 +66,7 @@ def rand_batch(rng: random.Random, size: int, keys: int) -> list[ProducerRecord]
     return out
 
 
+@pytest.mark.slow
 def test_reader_invariant_and_pinning_under_concurrent_produce_and_compact(spark: SparkSession, lake: Lake) -> None:
     """Readers opened at random moments while a producer thread appends and the main thread compacts: each
     satisfies the invariant against its own pinned R, and re-reading it at the end returns the same records."""
@@ -174,13 +174,6 @@ def test_as_of_a_retained_cursor_and_expiry(compacted_topic: TopicModel, spark: 
         view(lake, "s.t", as_of_cursor=12345)
 
 
-def test_unknown_topic_is_a_typed_error(lake: Lake) -> None:
-    with pytest.raises(TopicNotFoundError):
-        TopicReader(lake, "no.such", read_compacted=True)
-    with pytest.raises(TopicNotFoundError):
-        TableView(lake, "no.such")
-
-
 def test_spark_reader_returns_the_python_readers_records(compacted_topic: TopicModel, spark: SparkSession,
                                                           lake: Lake) -> None:
     lake.create_topic("s.multi", partitions=3, config={"cleanup.policy": "compact"})
@@ -233,29 +226,6 @@ def test_table_view_matches_the_latest_live_value_per_key(spark: SparkSession, l
     assert "never-produced" not in table_view
     keys = list(table_view.keys())
     assert len(keys) == len(set(keys)) == len(expected)
-
-
-def test_table_view_lookup_prunes_files_by_key(lake: Lake) -> None:
-    lake.create_topic("v.p", partitions=1)
-    for band in "abcd":  # four files, each with a narrow key range
-        produce(lake.topic("v.p"), [ProducerRecord(f"{band}{i}".encode(), f"{band}{i}!".encode(), partition=0)
-                                    for i in range(5)], now_ms=NOW)
-    table_view = TableView(lake, "v.p")
-    assert table_view.get("c3") == b"c3!"
-    assert table_view.last_lookup.files == 1, "only the file whose key bounds contain c3 should be read"
-    assert table_view.get("zz") is None
-    assert table_view.last_lookup.files == 0
-
-
-def test_table_view_keys_on_explicit_partitions(lake: Lake) -> None:
-    lake.create_topic("v.e", partitions=2)
-    key = b"placed"
-    other = 1 - partition_for_key(key, 2)
-    produce(lake.topic("v.e"), [ProducerRecord(key, b"x", partition=other, timestamp_ms=1),
-                                ProducerRecord(key, b"y", partition=1 - other, timestamp_ms=2)], now_ms=NOW)
-    assert TableView(lake, "v.e").get(key) == b"y"  # the default partitioner's partition
-    assert TableView(lake, "v.e").get(key, partition=other) == b"x"
-    assert TableView(lake, "v.e", key_partitioned=False).get(key) == b"y"  # newest by timestamp
 
 
 def test_cli_reads_the_compacted_view_from_an_offset(compacted_topic: TopicModel, lake: Lake,

@@ -1,14 +1,12 @@
 """Triggers and status (SEMANTICS section 4 "Triggers"; INTERFACE ``status --json``): Kafka's cleaner rules
-computed from metadata, without Spark."""
+computed from metadata, without Spark. (After a compaction: test_status_after_compaction.py.)"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from pyspark.sql import SparkSession
 
-from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
 from compactor.status import topic_status
 from compactor.topics.producer import produce
@@ -27,23 +25,29 @@ def records(n: int, stamp: int, prefix: str = "k", size: int = 10) -> list[Produ
 def test_status_without_a_cursor(lake: Lake) -> None:
     lake.create_topic("s.t", partitions=2, config={"cleanup.policy": "compact"})
     empty = topic_status(lake, "s.t", now_ms=T0)
-    assert all(field in empty for field in INTERFACE_FIELDS)
-    assert empty["due"] is False and "nothing cleanable" in empty["due_reason"]
-    assert empty["cursor"] is None and empty["retained_cursors"] == []
+    assert list(empty.as_json()) == [  # the names status --json has always printed, in order
+        "topic", "now_ms", "policy", "next_offsets", "log_start_offsets", "horizons", "next_horizons", "cursor",
+        "retained_cursors", "clean_bytes", "dirty_bytes", "dirty_ratio", "cleanable_records",
+        "oldest_dirty_timestamp_ms", "oldest_dirty_age_ms", "max_compaction_delay_ms", "compaction_lag_ms", "due",
+        "due_reason", "per_partition", "settings", "metrics"]
+    assert set(INTERFACE_FIELDS) <= set(empty.as_json())
+    assert list(empty.as_json()["metrics"]) == ["last_compaction", "last_run_time_ms", "dirty_ratio"]
+    assert empty.due is False and "nothing cleanable" in empty.due_reason
+    assert empty.cursor is None and empty.retained_cursors == []
     produce(lake.topic("s.t"), records(4, T0), now_ms=T0)  # keys k0..k3: 2 + 10 bytes each
     status = topic_status(lake, "s.t", now_ms=T0)
-    assert status["dirty_bytes"] == 4 * 12 and status["clean_bytes"] == 0 and status["dirty_ratio"] == 1.0
-    assert status["due"] is True and "dirty ratio" in status["due_reason"]
-    assert status["horizons"] == status["log_start_offsets"] == {"0": 0, "1": 0}
-    assert status["oldest_dirty_timestamp_ms"] == T0
-    json.dumps(status)  # serialisable as printed
+    assert status.dirty_bytes == 4 * 12 and status.clean_bytes == 0 and status.dirty_ratio == 1.0
+    assert status.due is True and "dirty ratio" in status.due_reason
+    assert status.horizons == status.log_start_offsets == {"0": 0, "1": 0}
+    assert status.oldest_dirty_timestamp_ms == T0
+    json.dumps(status.as_json())  # serialisable as printed
 
 
 def test_a_policy_without_compact_is_never_due(lake: Lake) -> None:
     lake.create_topic("s.d", config={"cleanup.policy": "delete"})
     produce(lake.topic("s.d"), records(3, T0), now_ms=T0)
     status = topic_status(lake, "s.d", now_ms=T0)
-    assert status["due"] is False and "does not compact" in status["due_reason"]
+    assert status.due is False and "does not compact" in status.due_reason
 
 
 def test_min_compaction_lag_holds_young_records_back(lake: Lake) -> None:
@@ -51,10 +55,10 @@ def test_min_compaction_lag_holds_young_records_back(lake: Lake) -> None:
     produce(lake.topic("s.l"), records(2, T0, "old"), now_ms=T0)
     produce(lake.topic("s.l"), records(2, T0 + HOUR, "new"), now_ms=T0 + HOUR)
     status = topic_status(lake, "s.l", now_ms=T0 + HOUR + 1)
-    assert status["next_horizons"] == {"0": 2} and status["cleanable_records"] == 2
-    assert status["dirty_bytes"] == 2 * 14
+    assert status.next_horizons == {"0": 2} and status.cleanable_records == 2
+    assert status.dirty_bytes == 2 * 14
     young = topic_status(lake, "s.l", now_ms=T0 + HOUR // 2)
-    assert young["due"] is False and young["dirty_bytes"] == 0
+    assert young.due is False and young.dirty_bytes == 0
 
 
 def test_status_cli_prints_json_and_text(lake: Lake, capsys: pytest.CaptureFixture[str],
@@ -71,23 +75,3 @@ def test_status_cli_prints_json_and_text(lake: Lake, capsys: pytest.CaptureFixtu
     assert main(["--warehouse", lake.config.warehouse, "status", "no.such"]) != 0
 
 
-@pytest.mark.spark
-def test_dirty_ratio_and_max_compaction_lag_after_a_cursor(spark: SparkSession, lake: Lake) -> None:
-    lake.create_topic("s.r", config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.5"})
-    produce(lake.topic("s.r"), records(10, T0), now_ms=T0)
-    compact_topic(lake, "s.r", now_ms=T0)
-    status = topic_status(lake, "s.r", now_ms=T0 + 1)
-    assert status["clean_bytes"] == 10 * 12 and status["dirty_bytes"] == 0 and status["due"] is False
-    assert status["cursor"]["horizons"] == {"0": 10} and status["horizons"] == {"0": 10}
-    assert status["metrics"]["last_compaction"]["records_read"] == 10
-    produce(lake.topic("s.r"), records(2, T0 + 1), now_ms=T0 + 1)  # 24 dirty vs 120 clean: ratio 1/6
-    status = topic_status(lake, "s.r", now_ms=T0 + 2)
-    assert status["dirty_bytes"] == 24 and abs(status["dirty_ratio"] - 24 / 144) < 1e-9
-    assert status["due"] is False
-    # the same dirty bytes are due once the oldest is older than max.compaction.lag.ms
-    lake.topic("s.r").set_config({"max.compaction.lag.ms": str(HOUR)})
-    late = topic_status(lake, "s.r", now_ms=T0 + 1 + HOUR + 5)
-    assert late["due"] is True and "max.compaction.lag.ms" in late["due_reason"]
-    assert late["max_compaction_delay_ms"] == 5
-    produce(lake.topic("s.r"), records(10, T0 + 2, "other"), now_ms=T0 + 2)  # now dirtier than clean
-    assert topic_status(lake, "s.r", now_ms=T0 + 3)["due"] is True

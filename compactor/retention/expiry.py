@@ -45,10 +45,11 @@ from compactor.errors import CommitConflictError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import send
 from compactor.iceberg.storage import delete_files, list_files
+from compactor.results import JsonResult
 
 
 @dataclass
-class ExpiryResult:
+class ExpiryResult(JsonResult):
     """What expiry removed from one table."""
 
     expired_snapshots: list[int] = field(default_factory=list)

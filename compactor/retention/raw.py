@@ -50,6 +50,20 @@ class PartitionPlan:
         return sum(f.size_bytes for f in self.files)
 
 
+def retention_caps(compacts: bool, retained_horizons: Sequence[Sequence[int]],
+                   log_starts: Sequence[int]) -> list[int | None]:
+    """Per partition, the offset raw retention must stay below (``None``: no cap).
+
+    Without ``compact`` nothing caps it. Under ``compact`` it is the lowest horizon among the retained cursors
+    (a cursor written for another partition count does not apply); with no such cursor nothing is compacted
+    yet, so the cap is the log start and nothing goes.
+    """
+    if not compacts:
+        return [None] * len(log_starts)
+    applicable = [h for h in retained_horizons if len(h) == len(log_starts)]
+    return [min((h[p] for h in applicable), default=start) for p, start in enumerate(log_starts)]
+
+
 def plan_partition(partition: int, files: Sequence[RawFile], log_start: int, next_offset: int,
                    settings: TopicSettings, now_ms: int, cap: int | None) -> PartitionPlan:
     """The prefix of ``files`` (one partition, offset order) that retention removes, and the new LSO."""

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.expressions import BooleanExpression, Or
@@ -31,19 +31,19 @@ from compactor import failpoints
 from compactor import properties as props
 from compactor.clock import resolve_now_ms
 from compactor.compaction.horizons import RawSnapshotView
-from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, load_compacted, retained_cursors
+from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
 from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.storage import delete_prefix
 from compactor.progress import Progress
 from compactor.retention.expiry import ExpiryResult, expire_table
-from compactor.retention.raw import PartitionPlan, new_properties, plan_partition
-from compactor.retention.result import RetentionResult
+from compactor.retention.raw import PartitionPlan, new_properties, plan_partition, retention_caps
+from compactor.retention.result import CompactedTrim, Expiry, PolicyOff, RawRemoval, RetentionResult
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import offsets_to_dict
-from compactor.topics.topic import Topic
+from compactor.topics.topic import RawFile, Topic
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
@@ -73,12 +73,11 @@ class RetentionPass:
     def run(self) -> RetentionResult:
         topic = self.lake.topic(self.name)
         settings = topic.settings  # read once
-        result = RetentionResult(topic=str(self.name), dry_run=self.dry_run, now_ms=self.now)
         state = load_compacted(self.lake.catalog, self.name)
         retained = (retained_cursors(state, self.now, settings.cursor_retain_ms)
                     if state is not None and state.cursor is not None else [])
-        detail: dict[str, Any] = {"policy": settings.policy_text,
-                                  "retained_cursors": [c.snapshot_id for c in retained]}
+        result = RetentionResult(topic=str(self.name), dry_run=self.dry_run, now_ms=self.now,
+                                 policy=settings.policy_text, retained_cursors=[c.snapshot_id for c in retained])
 
         plans = self._raw(topic, settings, retained)
         removed = [p for p in plans if p.files]
@@ -88,38 +87,35 @@ class RetentionPass:
         topic.refresh()
         result.log_start_offsets = offsets_to_dict(
             [p.new_log_start for p in plans] if self.dry_run else topic.offsets().log_start_offsets)
-        detail["raw"] = {str(p.partition): {"files": len(p.files), "records": p.records, "bytes": p.size_bytes,
-                                            "log_start": p.log_start, "new_log_start": p.new_log_start,
-                                            "reason": p.reason} for p in removed}
+        result.raw = {str(p.partition): RawRemoval(len(p.files), p.records, p.size_bytes, p.log_start,
+                                                   p.new_log_start, p.reason) for p in removed}
         self.progress.phase("raw", raw_message(bool(removed), self.dry_run), records=result.removed_records,
                             files=result.removed_files, bytes=result.removed_bytes)
         failpoints.hit("retention-after-delete")
 
-        detail["compacted_trim"] = self._trim(settings, state)
-        if detail["compacted_trim"].get("committed"):
-            result.removed_records += int(detail["compacted_trim"].get("rows_removed", 0))
-        detail["policy_off"] = self._policy_off(topic, settings, state)
+        result.compacted_trim = self._trim(settings, state)
+        if result.compacted_trim.committed:
+            result.removed_records += result.compacted_trim.rows_removed
+        result.policy_off = self._policy_off(topic, settings, state)
 
         failpoints.hit("retention-before-expire")
-        raw_expiry = self._expire_raw(topic, settings)
-        view_expiry = self._expire_compacted(settings)
-        result.expired_snapshots = len(raw_expiry.expired_snapshots) + len(view_expiry.expired_snapshots)
-        detail["expiry"] = {"raw": _expiry_json(raw_expiry), "compacted": _expiry_json(view_expiry)}
-        detail["deleted_files"] = sum(e.deleted_files + e.orphan_files for e in (raw_expiry, view_expiry))
-        detail["deleted_bytes"] = sum(e.deleted_bytes + e.orphan_bytes for e in (raw_expiry, view_expiry))
-        detail["duration_ms"] = self.progress.elapsed_ms()
-        result.detail = detail
+        expiry = Expiry(self._expire_raw(topic, settings), self._expire_compacted(settings))
+        result.expiry = expiry
+        result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
+        result.deleted_files = sum(e.deleted_files + e.orphan_files for e in (expiry.raw, expiry.compacted))
+        result.deleted_bytes = sum(e.deleted_bytes + e.orphan_bytes for e in (expiry.raw, expiry.compacted))
+        result.duration_ms = self.progress.elapsed_ms()
         self.progress.summary(
             f"{'would remove' if self.dry_run else 'removed'} {result.removed_records} records in "
             f"{result.removed_files} raw files, expired {result.expired_snapshots} snapshots, "
-            f"deleted {detail['deleted_files']} files", removed_records=result.removed_records,
+            f"deleted {result.deleted_files} files", removed_records=result.removed_records,
             removed_files=result.removed_files, removed_bytes=result.removed_bytes,
             expired_snapshots=result.expired_snapshots)
         return result
 
     # --- 1. raw prefix removal ------------------------------------------------------------------------
 
-    def _raw(self, topic: Topic, settings: TopicSettings, retained: list[Any]) -> list[PartitionPlan]:
+    def _raw(self, topic: Topic, settings: TopicSettings, retained: list[Cursor]) -> list[PartitionPlan]:
         for attempt in range(1, RAW_ATTEMPTS + 1):
             if attempt > 1:
                 time.sleep(min(0.5, 0.01 * 2 ** attempt))
@@ -127,12 +123,8 @@ class RetentionPass:
             offsets = topic.offsets()
             snapshot = topic.snapshot
             partitions = offsets.partitions
-            caps: list[int | None] = [None] * partitions
-            if settings.compacts:
-                # never at or above the horizon of a retained cursor; no cursor yet: nothing is compacted
-                caps = [min((c.horizons[p] for c in retained if c.partitions == partitions),
-                            default=offsets.log_start_offsets[p]) for p in range(partitions)]
-            files: dict[int, list[Any]] = defaultdict(list)
+            caps = retention_caps(settings.compacts, [c.horizons for c in retained], offsets.log_start_offsets)
+            files: dict[int, list[RawFile]] = defaultdict(list)
             for raw_file in topic.raw_files(snapshot.snapshot_id if snapshot else None):
                 files[raw_file.partition].append(raw_file)
             plans = [plan_partition(p, files[p], offsets.log_start_offsets[p], offsets.next_offsets[p], settings,
@@ -165,53 +157,52 @@ class RetentionPass:
 
     # --- 2. compacted trim under delete,compact ----------------------------------------------------------
 
-    def _trim(self, settings: TopicSettings, state: Any) -> dict[str, Any]:
+    def _trim(self, settings: TopicSettings, state: CompactedState | None) -> CompactedTrim:
         if not (settings.compacts and settings.deletes and settings.retention_ms >= 0):
-            return {"applies": False}
+            return CompactedTrim(applies=False)
         if state is None or state.cursor is None:
-            return {"applies": True, "committed": False, "reason": "no compacted view yet"}
+            return CompactedTrim(applies=True, reason="no compacted view yet")
         limit = self.now - settings.retention_ms
         view = state.cursor.view
         if view.rows == 0 or view.min_timestamp_ms is None or view.min_timestamp_ms >= limit:
-            return {"applies": True, "committed": False, "trim_before_ms": limit,
-                    "reason": "no compacted row is older than retention.ms"}
+            return CompactedTrim(applies=True, trim_before_ms=limit,
+                                 reason="no compacted row is older than retention.ms")
         if self.dry_run:
-            return {"applies": True, "committed": False, "trim_before_ms": limit,
-                    "reason": "dry run: compacted rows older than retention.ms may exist (a run would remove them)"}
+            return CompactedTrim(applies=True, trim_before_ms=limit, reason="dry run: compacted rows older than "
+                                 "retention.ms may exist (a run would remove them)")
         from compactor.compaction.job import TwoPhaseCompactor
 
         outcome = TwoPhaseCompactor(self.lake, self.name, now_ms=self.now, trim_before_ms=limit).run()
-        return {"applies": True, "committed": outcome.committed, "trim_before_ms": limit,
-                "compacted_snapshot_id": outcome.compacted_snapshot_id,
-                "rows_removed": outcome.stats.rows_deleted_from_view, "reason": outcome.reason}
+        return CompactedTrim(applies=True, committed=outcome.committed, trim_before_ms=limit,
+                             compacted_snapshot_id=outcome.compacted_snapshot_id,
+                             rows_removed=outcome.stats.rows_deleted_from_view, reason=outcome.reason)
 
     # --- 3. compacted data of a topic whose policy lacks compact -----------------------------------------
 
-    def _policy_off(self, topic: Topic, settings: TopicSettings, state: Any) -> dict[str, Any]:
+    def _policy_off(self, topic: Topic, settings: TopicSettings, state: CompactedState | None) -> PolicyOff:
         since_text = topic.properties.get(props.COMPACT_OFF_SINCE_PROPERTY)
         if settings.compacts:
             if since_text is not None and not self.dry_run:
                 topic.set_internal_properties({}, [props.COMPACT_OFF_SINCE_PROPERTY])
-            return {"applies": False}
+            return PolicyOff(applies=False)
         if state is None:
-            return {"applies": True, "dropped": False, "reason": "no compacted view"}
+            return PolicyOff(applies=True, reason="no compacted view")
         if since_text is None:
             if not self.dry_run:
                 topic.set_internal_properties({props.COMPACT_OFF_SINCE_PROPERTY: str(self.now)}, [])
-            return {"applies": True, "dropped": False, "policy_off_since_ms": self.now}
-        since = int(since_text)
+            return PolicyOff(applies=True, policy_off_since_ms=self.now)
+        since = _clock_property(since_text, self.name)
         if self.now - since < settings.cursor_retain_ms:
-            return {"applies": True, "dropped": False, "policy_off_since_ms": since,
-                    "drop_at_ms": since + settings.cursor_retain_ms}
+            return PolicyOff(applies=True, policy_off_since_ms=since, drop_at_ms=since + settings.cursor_retain_ms)
         if self.dry_run:
-            return {"applies": True, "dropped": False, "policy_off_since_ms": since, "would_drop": True}
+            return PolicyOff(applies=True, policy_off_since_ms=since, would_drop=True)
         location = state.table.metadata.location
         with translate_storage_errors(f"dropping the compacted view of {self.name}"):
             with contextlib.suppress(NoSuchTableError):
                 self.lake.catalog.drop_table(self.name.compacted_identifier)
             files = delete_prefix(self.lake.config, location)
         topic.set_internal_properties({}, [props.COMPACT_OFF_SINCE_PROPERTY, props.CURSOR_MIRROR_PROPERTY])
-        return {"applies": True, "dropped": True, "policy_off_since_ms": since, "deleted_files": files}
+        return PolicyOff(applies=True, dropped=True, policy_off_since_ms=since, deleted_files=files)
 
     # --- 4. expiry -------------------------------------------------------------------------------------------
 
@@ -247,6 +238,14 @@ class RetentionPass:
                             dry_run=self.dry_run)
 
 
+def _clock_property(text: str, name: TopicName) -> int:
+    """The run clock stored in ``compactor.compact-off-since-ms``; a malformed one is a corrupt topic."""
+    if not text.lstrip("-").isdigit():
+        raise TopicCorruptError(f"{name}: table property {props.COMPACT_OFF_SINCE_PROPERTY} is not a clock "
+                                f"(milliseconds): {text[:40]!r}; unset it to start the policy-off lease again")
+    return int(text)
+
+
 def _stage_clock(ref: str) -> int | None:
     """The run clock a staging branch's name records (``compactor-run-<now>-<id>``)."""
     text = ref[len(STAGE_PREFIX):].split("-", 1)[0]
@@ -258,9 +257,3 @@ def raw_message(removed: bool, dry_run: bool) -> str:
     if not removed:
         return "would remove no raw files" if dry_run else "removed no raw files"
     return "would remove a prefix of raw files" if dry_run else "removed a prefix of raw files"
-
-
-def _expiry_json(e: ExpiryResult) -> dict[str, Any]:
-    return {"expired_snapshots": e.expired_snapshots, "removed_refs": e.removed_refs,
-            "deleted_files": e.deleted_files, "deleted_bytes": e.deleted_bytes,
-            "orphan_files": e.orphan_files, "orphan_bytes": e.orphan_bytes}

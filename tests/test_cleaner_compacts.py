@@ -1,0 +1,40 @@
+"""The cleaner through the real Spark job: due topics compacted filthiest first, the others left alone, and
+retention on every topic. (The cleaner's scheduling, failures and back-off without a JVM: test_cleaner.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from compactor.cleaner import Cleaner
+from compactor.compaction.job import compact_topic
+from compactor.lake import Lake
+from compactor.topics.producer import produce
+from tests.helpers import current_cursor, raw
+from tests.test_cleaner import HOUR, T0, records
+
+pytestmark = pytest.mark.spark
+
+
+def test_due_topics_are_compacted_filthiest_first_and_retention_runs_everywhere(spark: SparkSession,
+                                                                                lake: Lake) -> None:
+    for name in ("x.low", "x.mid", "x.new"):
+        lake.create_topic(name, config={"cleanup.policy": "compact"})
+    lake.create_topic("x.del", config={"cleanup.policy": "delete", "retention.ms": str(HOUR)})
+    for name in ("x.low", "x.mid"):
+        produce(lake.topic(name), records(10, "k"), now_ms=T0)
+        compact_topic(lake, name, now_ms=T0)
+    produce(lake.topic("x.low"), records(2, "n"), now_ms=T0)    # ratio 24/144: not due
+    produce(lake.topic("x.mid"), records(20, "n"), now_ms=T0)   # ratio 240/360: due
+    produce(lake.topic("x.new"), records(3, "k"), now_ms=T0)    # never compacted: ratio 1.0
+    produce(lake.topic("x.del"), records(3, "k"), now_ms=T0)    # old: retention removes it
+    low_cursor = current_cursor(lake, "x.low")
+    result = Cleaner(lake).run_once(now_ms=T0 + 2 * HOUR)
+    assert result.compaction_order == ["x.new", "x.mid"]
+    assert result.failed == []
+    assert current_cursor(lake, "x.low") == low_cursor
+    assert result.topics["x.mid"].compaction is not None and result.topics["x.mid"].compaction.committed
+    assert all(result.topics[n].retention is not None for n in ("x.low", "x.mid", "x.new", "x.del"))
+    assert raw(lake, "x.del") == []
+    removed = result.topics["x.del"].retention
+    assert removed is not None and removed.removed_records == 3
