@@ -12,13 +12,14 @@ from typing import Any
 
 from compactor.cleaner import Cleaner, PassResult, stop_on_signals
 from compactor.cli.common import add_now_ms, emit, lake_of
-from compactor.compaction.job import TwoPhaseCompactor
 from compactor.errors import UsageError
 from compactor.retention import run_retention
 from compactor.status import render_text, topic_status
 
 
 def compact(args: argparse.Namespace) -> int:
+    from compactor.compaction.job import TwoPhaseCompactor  # imports pyspark: only the verbs that run Spark do
+
     emit(TwoPhaseCompactor(lake_of(args), args.name, now_ms=args.now_ms, if_due=args.if_due).run())
     return 0
 
