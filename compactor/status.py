@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from compactor.clock import resolve_now_ms
 from compactor.compaction.horizons import RawSnapshotView
-from compactor.compaction.triggers import Assessment, assess
+from compactor.compaction.triggers import Assessment, PartitionDirt, assess
 from compactor.cursor import Cursor, load_compacted, retained_cursors
 from compactor.metrics import compaction_metrics
 from compactor.results import JsonResult
@@ -75,7 +75,7 @@ class TopicStatus(JsonResult):
     compaction_lag_ms: int | None
     due: bool
     due_reason: str
-    per_partition: list[dict[str, Any]]
+    per_partition: list[PartitionDirt]
     settings: dict[str, str]
     metrics: StatusMetrics
 

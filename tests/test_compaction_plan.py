@@ -134,3 +134,14 @@ def test_run_figures_add_up() -> None:
     assert stats.records_read + stats.view_rows_before == stats.records_kept + stats.records_removed
     assert stats.tombstones_read + stats.tombstones_before == stats.tombstones_kept + stats.tombstones_dropped
     assert (stats.tombstones_kept, stats.tombstones_dropped) == (3, 2)
+
+
+def test_a_corrupt_log_start_bytes_property_is_a_clear_error() -> None:
+    from compactor import properties as props
+    from compactor.compaction.triggers import start_bytes
+    from compactor.errors import TopicCorruptError
+
+    assert start_bytes({}, 2) == [0, 0]
+    assert start_bytes({props.LOG_START_BYTES_PROPERTY: "[5, 7]"}, 2) == [5, 7]
+    with pytest.raises(TopicCorruptError, match="log-start-bytes"):
+        start_bytes({props.LOG_START_BYTES_PROPERTY: "{not json"}, 2)

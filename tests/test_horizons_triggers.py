@@ -1,7 +1,7 @@
 """Horizons and triggers from file statistics (SEMANTICS sections 2 "Horizon" and 4 "Triggers") as properties
 of their pure cores, over an in-memory raw snapshot (``tests/raw_views.py``): ``compute_horizons`` against
 the reference model, ``assess`` and the range figures it is built from against figures computed directly from
-the records, and the due rule (``triggers._decide``) on its own.
+the records, and the due rule (``triggers.decide``) on its own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compactor.compaction.horizons import bytes_at, compute_horizons, min_timestamp_ms, range_bytes
-from compactor.compaction.triggers import _decide, assess
+from compactor.compaction.triggers import assess, decide
 from compactor.cursor import CompactionStats, Cursor, ViewStats
 from compactor.topics.records import Record
 from compactor.topics.settings import TopicSettings
@@ -168,7 +168,7 @@ def decisions(draw: st.DrawFn) -> tuple[TopicSettings, int, float, int | None, i
 def test_due_iff_dirty_and_the_ratio_or_the_max_lag_says_so(case: tuple[TopicSettings, int, float, int | None,
                                                                          int]) -> None:
     config, dirty, ratio, oldest, now = case
-    due, reason = _decide(config, dirty, ratio, oldest, now)
+    due, reason = decide(config, dirty, ratio, oldest, now)
     by_ratio = ratio > config.min_cleanable_dirty_ratio
     by_lag = oldest is not None and oldest < now - config.max_compaction_lag_ms
     assert due == (config.compacts and dirty > 0 and (by_ratio or by_lag))

@@ -12,18 +12,32 @@ are the files of the lag window read (narrow columns), to place ``H'_p`` on the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from compactor import properties as props
 from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons, min_timestamp_ms
 from compactor.cursor import Cursor
+from compactor.errors import TopicCorruptError
+from compactor.results import JsonResult
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
 
 
 @dataclass(frozen=True)
-class Assessment:
+class PartitionDirt(JsonResult):
+    """One partition's cleanable range ``[horizon, next_horizon)``, its dirty bytes and oldest record."""
+
+    partition: int
+    horizon: int
+    next_horizon: int
+    dirty_bytes: int
+    min_cleanable_timestamp_ms: int | None
+
+
+@dataclass(frozen=True)
+class Assessment(JsonResult):
     """How dirty a topic is at ``now`` and whether it is due."""
 
     now_ms: int
@@ -36,20 +50,18 @@ class Assessment:
     min_cleanable_timestamp_ms: int | None
     due: bool
     due_reason: str
-    per_partition: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+    per_partition: list[PartitionDirt] = field(default_factory=list)
 
 
 def start_bytes(properties: dict[str, str] | Any, partitions: int) -> list[int]:
     """Cumulative logical bytes at each partition's log start (recorded by retention; 0 before any)."""
-    import json
-
     text = properties.get(props.LOG_START_BYTES_PROPERTY)
     if not text:
         return [0] * partitions
-    values = json.loads(text)
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError:
+        raise TopicCorruptError(f"{props.LOG_START_BYTES_PROPERTY} is not valid JSON: {text[:80]!r}") from None
     return [int(v) for v in values] if isinstance(values, list) and len(values) == partitions else [0] * partitions
 
 
@@ -71,7 +83,7 @@ def assess(raw: RawSnapshotView, offsets: PartitionOffsets, properties: Any, set
     dirty_total = 0
     cleanable = 0
     oldest: int | None = None
-    rows: list[dict[str, Any]] = []
+    rows: list[PartitionDirt] = []
     for p in range(partitions):
         start, end, nxt = previous[p], horizons[p], offsets.next_offsets[p]
         if base_bytes is not None and (cursor is None or start == cursor.horizons[p]):
@@ -84,14 +96,15 @@ def assess(raw: RawSnapshotView, offsets: PartitionOffsets, properties: Any, set
         cleanable += max(end - start, 0)
         if first_ts is not None:
             oldest = first_ts if oldest is None else min(oldest, first_ts)
-        rows.append({"partition": p, "horizon": start, "next_horizon": end, "dirty_bytes": max(dirty, 0),
-                     "min_cleanable_timestamp_ms": first_ts})
+        rows.append(PartitionDirt(p, start, end, max(dirty, 0), first_ts))
     ratio = dirty_total / (clean + dirty_total) if dirty_total > 0 else 0.0
-    due, reason = _decide(settings, dirty_total, ratio, oldest, now_ms)
+    due, reason = decide(settings, dirty_total, ratio, oldest, now_ms)
     return Assessment(now_ms, previous, horizons, cleanable, dirty_total, clean, ratio, oldest, due, reason, rows)
 
 
-def _decide(settings: TopicSettings, dirty: int, ratio: float, oldest: int | None, now_ms: int) -> tuple[bool, str]:
+def decide(settings: TopicSettings, dirty: int, ratio: float, oldest: int | None, now_ms: int) -> tuple[bool, str]:
+    """Kafka's due rule on the figures: dirty > 0 and (ratio above the minimum, or the oldest cleanable record
+    past ``max.compaction.lag.ms``); with the reason, for people."""
     if not settings.compacts:
         return False, f"cleanup.policy={settings.policy_text} does not compact"
     if dirty <= 0:
