@@ -226,10 +226,25 @@ def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession,
         proc.wait(timeout=60)
     assert current_cursor(lake, "s.t") == before
     assert len(stage_branches(lake)) == 1  # the killed run's staging branch: never read, removed by retention
+    killed_run_tables = run_tables(lake)  # and its phase-1 table, dropped by retention once old enough
+    assert len(killed_run_tables) == 1
     assert view(lake, "s.t") == TopicModel(model.partitions, model.log, model.cursor).compacted_view()
     assert compact_topic(lake, "s.t", now_ms=4000).committed
     model.compact(4000, SETTINGS)
     assert compacted_rows(lake, "s.t") == model.compacted_rows()
+    assert run_tables(lake) == killed_run_tables  # a live run's table is never dropped under it
+    from compactor.retention import run_retention
+
+    later = 4000 + lake.topic("s.t").settings.orphan_min_age_ms + 1
+    assert run_retention(lake, "s.t", now_ms=later, dry_run=True).dropped_run_tables == killed_run_tables
+    assert run_tables(lake) == killed_run_tables
+    assert run_retention(lake, "s.t", now_ms=later).dropped_run_tables == killed_run_tables
+    assert run_tables(lake) == []
+
+
+def run_tables(lake: Lake) -> list[str]:
+    """The phase-1 scratch tables of compaction runs on topic s.t."""
+    return sorted(".".join(t) for t in lake.catalog.list_tables("s") if t[-1].startswith("t__compacted__run_"))
 
 
 def test_two_compactor_processes_one_cursor_chain(spark: SparkSession, lake: Lake) -> None:

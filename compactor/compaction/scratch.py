@@ -75,8 +75,10 @@ def scratch_clock(identifier: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def drop_stale_scratch(catalog: Any, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int) -> list[str]:
-    """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms``."""
+def drop_stale_scratch(catalog: Any, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
+                       dry_run: bool = False) -> list[str]:
+    """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
+    that died left them); returns their identifiers (in a dry run, those it would drop)."""
     prefix = name.compacted_identifier.split(".")[-1] + "__run_"
     try:
         identifiers = catalog.list_tables(name.namespace)
@@ -89,6 +91,7 @@ def drop_stale_scratch(catalog: Any, config: LakeConfig, name: TopicName, now_ms
         started = scratch_clock(table_name) if table_name.startswith(prefix) else None
         if started is not None and started + min_age_ms < now_ms:
             full = ".".join(identifier)
-            drop_scratch(catalog, config, full)
+            if not dry_run:
+                drop_scratch(catalog, config, full)
             dropped.append(full)
     return dropped

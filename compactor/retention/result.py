@@ -76,6 +76,7 @@ class RetentionResult(JsonResult):
     compacted_trim: CompactedTrim = field(default_factory=lambda: CompactedTrim(applies=False))
     policy_off: PolicyOff = field(default_factory=lambda: PolicyOff(applies=False))
     expiry: Expiry = field(default_factory=Expiry)
+    dropped_run_tables: list[str] = field(default_factory=list)  # phase-1 tables of compaction runs that died
     deleted_files: int = 0  # files physically deleted by expiry of both tables (orphans included)
     deleted_bytes: int = 0
     duration_ms: int = 0

@@ -31,6 +31,7 @@ from compactor import failpoints
 from compactor import properties as props
 from compactor.clock import resolve_now_ms
 from compactor.compaction.horizons import RawSnapshotView
+from compactor.compaction.scratch import drop_stale_scratch
 from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
 from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
@@ -101,6 +102,8 @@ class RetentionPass:
         failpoints.hit("retention-before-expire")
         expiry = Expiry(self._expire_raw(topic, settings), self._expire_compacted(settings))
         result.expiry = expiry
+        result.dropped_run_tables = drop_stale_scratch(self.lake.catalog, self.lake.config, self.name, self.now,
+                                                       settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
         result.deleted_files = sum(e.deleted_files + e.orphan_files for e in (expiry.raw, expiry.compacted))
         result.deleted_bytes = sum(e.deleted_bytes + e.orphan_bytes for e in (expiry.raw, expiry.compacted))
