@@ -26,24 +26,28 @@ class RawRemoval(JsonResult):
 
 
 @dataclass
-class CompactedTrim(JsonResult):
-    """Step 2 under ``delete,compact``: compacted rows older than ``retention.ms`` removed by a new cursor."""
+class PolicyStep(JsonResult):
+    """A retention step that applies only under some policies: whether it applied, and why it did what it did."""
 
     applies: bool
-    committed: bool = False
     reason: str = ""
+
+
+@dataclass
+class CompactedTrim(PolicyStep):
+    """Step 2 under ``delete,compact``: compacted rows older than ``retention.ms`` removed by a new cursor."""
+
+    committed: bool = False
     trim_before_ms: int | None = None
     compacted_snapshot_id: int | None = None
     rows_removed: int = 0
 
 
 @dataclass
-class PolicyOff(JsonResult):
+class PolicyOff(PolicyStep):
     """Step 3: the compacted view of a topic whose policy lacks ``compact``, dropped once the lease has passed."""
 
-    applies: bool
     dropped: bool = False
-    reason: str = ""
     policy_off_since_ms: int | None = None
     drop_at_ms: int | None = None
     would_drop: bool = False
