@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.expressions import And, BooleanExpression
-from pyiceberg.table import FileScanTask
+from pyiceberg.table import FileScanTask, Table
 
 from compactor import schema as ts
 from compactor.clock import resolve_now_ms
@@ -96,7 +96,7 @@ class TopicReader:
         snapshot = self._raw_table.current_snapshot()
         self.raw_snapshot_id: int | None = snapshot.snapshot_id if snapshot else None
         self.cursor: Cursor | None = None
-        self._compacted_table: Any = None
+        self._compacted_table: Table | None = None
         self._end: tuple[int, ...] = self.next_offsets
         if read_compacted and compacted is not None:
             self._pin_cursor(compacted, as_of_cursor, resolve_now_ms(now_ms))

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.table import Table
 
 from compactor import schema as ts
 from compactor.iceberg.bounds import file_bound, task_range
@@ -31,7 +32,7 @@ from compactor.schema import TIMESTAMP_FIELD_ID
 class RawSnapshotView:
     """One pinned raw snapshot of a topic: the table (metadata) and the snapshot id (None if empty)."""
 
-    table: Any
+    table: Table
     snapshot_id: int | None
 
     def tasks(self, partition: int, lo: int, hi: int, columns: Sequence[str]) -> tuple[list[Any], Any]:

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.table import Table
+
 from compactor import failpoints
 from compactor.clock import resolve_now_ms
 from compactor.compaction.context import RunContext
@@ -60,7 +62,7 @@ class Pinned:
     """What a run pins at its start: the raw snapshot, the compacted table and its cursor, offsets, settings."""
 
     raw: RawSnapshotView
-    view_table: Any
+    view_table: Table
     cursor: Cursor | None
     offsets: PartitionOffsets
     settings: TopicSettings
@@ -212,7 +214,7 @@ class TwoPhaseCompactor:
                                 rewrite=plan.rewrite_reason)
         return plan
 
-    def _layout(self, plan: CompactionPlan, topic: Topic, view_table: Any, slots: int) -> Layout:
+    def _layout(self, plan: CompactionPlan, topic: Topic, view_table: Table, slots: int) -> Layout:
         """Estimate each partition's work from metadata (range records, view rows) and choose the layout."""
         with translate_storage_errors(f"planning {self.name}"):
             raw_files = topic.raw_files(plan.raw_snapshot_id, ranges(plan.ranges)) if plan.ranges else []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
 from compactor.compaction.deletes import DeleteFileInfo
 from compactor.compaction.horizons import RawSnapshotView, bytes_at
@@ -52,7 +54,7 @@ class RunFigures:
     durations_ms: Mapping[str, int]
 
 
-def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Any, stage: str, raw: RawSnapshotView,
+def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table, stage: str, raw: RawSnapshotView,
                  properties: Mapping[str, str], run: RunFigures) -> Cursor:
     """The cursor the run publishes: the new horizons and compacted starts, and its statistics."""
     previous = plan.cursor
@@ -98,7 +100,7 @@ def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Any, s
     )
 
 
-def _bytes_written(table: Any, head: Any, stop_at: int | None) -> int:
+def _bytes_written(table: Table, head: Snapshot | None, stop_at: int | None) -> int:
     """Bytes of the data and delete files the run's staging snapshots added."""
     total = 0
     snapshot = head

@@ -14,8 +14,8 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table.refs import SnapshotRefType
 
 from compactor import properties as props
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 PUBLISH_ATTEMPTS = 5
 
 
-def publish_cursor(catalog: Any, name: TopicName, stage: str, previous: int | None, cursor: Cursor,
+def publish_cursor(catalog: Catalog, name: TopicName, stage: str, previous: int | None, cursor: Cursor,
                    delete_files: Sequence[DeleteFileInfo], progress: Progress) -> int:
     """Commit ``cursor`` (built on the staging branch ``stage``) if ``main`` is still ``previous``; returns the
     new cursor's snapshot id."""

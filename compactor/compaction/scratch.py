@@ -14,8 +14,8 @@ next run of the topic (and retention) drops scratch tables older than ``compacti
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField
@@ -45,7 +45,7 @@ def scratch_identifier(name: TopicName, now_ms: int, run_id: str) -> str:
     return f"{name.compacted_identifier}__run_{now_ms}_{run_id}"
 
 
-def create_scratch(catalog: Any, name: TopicName, view_location: str, now_ms: int, run_id: str) -> str:
+def create_scratch(catalog: Catalog, name: TopicName, view_location: str, now_ms: int, run_id: str) -> str:
     """Create the run's scratch table (empty); returns its identifier."""
     identifier = scratch_identifier(name, now_ms, run_id)
     location = f"{view_location.rstrip('/')}/scratch/{now_ms}_{run_id}"
@@ -55,7 +55,7 @@ def create_scratch(catalog: Any, name: TopicName, view_location: str, now_ms: in
     return identifier
 
 
-def drop_scratch(catalog: Any, config: LakeConfig, identifier: str) -> None:
+def drop_scratch(catalog: Catalog, config: LakeConfig, identifier: str) -> None:
     """Drop a scratch table and delete its files (best effort: a leftover is dropped by a later run)."""
     try:
         table = catalog.load_table(identifier)
@@ -75,7 +75,7 @@ def scratch_clock(identifier: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def drop_stale_scratch(catalog: Any, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
+def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
                        dry_run: bool = False) -> list[str]:
     """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
     that died left them); returns their identifiers (in a dry run, those it would drop)."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from compactor import properties as props
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 BASE_BRANCH = "compactor-base"
 
 
-def ensure_base_branch(catalog: Any, table: Table) -> int:
+def ensure_base_branch(catalog: Catalog, table: Table) -> int:
     """The id of the empty snapshot on ``compactor-base`` (created if missing) that first runs branch from.
 
     Spark cannot write to a branch of a table without snapshots, and pyiceberg refuses branch writes there.
@@ -54,7 +54,7 @@ def require_cursor(table: Table, cursor: int | None, identifier: str, consequenc
                                f"{cursor}{consequence}")
 
 
-def create_stage_branch(catalog: Any, identifier: str, stage: str, base: int, cursor: int | None) -> None:
+def create_stage_branch(catalog: Catalog, identifier: str, stage: str, base: int, cursor: int | None) -> None:
     """Create the run's private staging branch at ``base``, on condition that ``main`` is still ``cursor``.
 
     A metadata-only commit made here rather than with Spark's ``ALTER TABLE ... CREATE BRANCH``: under
@@ -75,7 +75,7 @@ def create_stage_branch(catalog: Any, identifier: str, stage: str, base: int, cu
                               "attempts: the table kept changing")
 
 
-def drop_stage_branch(catalog: Any, identifier: str, stage: str) -> None:
+def drop_stage_branch(catalog: Catalog, identifier: str, stage: str) -> None:
     """Best effort: remove a failed run's staging branch (retention removes it otherwise)."""
     from pyiceberg.table.update import RemoveSnapshotRefUpdate
 

@@ -6,7 +6,8 @@ step (failure point ``after-phase-1`` fires once it has run). The DataFrame logi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from pyiceberg.catalog import Catalog
 
 from compactor.compaction import phase1
 from compactor.compaction.context import RunContext
@@ -23,7 +24,7 @@ class Winners:
     words: int
 
 
-def find_winners(ctx: RunContext, catalog: Any) -> Winners:
+def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
     """Run phase 1 over the plan's new range into a new scratch table (``ctx.scratch``)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F

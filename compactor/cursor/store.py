@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
@@ -27,7 +27,7 @@ class CompactedState:
         return self.table.metadata.snapshot_by_id(snapshot_id)
 
 
-def load_compacted(catalog: Any, name: TopicName) -> CompactedState | None:
+def load_compacted(catalog: Catalog, name: TopicName) -> CompactedState | None:
     """Load ``ns.t__compacted`` and parse its cursor; ``None`` if the table does not exist."""
     with translate_storage_errors(f"loading the compacted view of {name}"):
         try:

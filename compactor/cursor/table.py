@@ -9,7 +9,6 @@ make Spark sort full rows before every write); the job sorts each partition's ro
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table
@@ -45,7 +44,7 @@ def ensure_compacted_table(topic: Topic) -> Table:
     return table
 
 
-def check_belongs(table: Any, topic_uuid: str, identifier: str) -> None:
+def check_belongs(table: Table, topic_uuid: str, identifier: str) -> None:
     owner = table.metadata.properties.get(TOPIC_UUID_PROPERTY)
     if owner != topic_uuid:
         raise CursorCorruptError(

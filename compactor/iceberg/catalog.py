@@ -11,10 +11,11 @@ import contextlib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
 
 from compactor.config import LakeConfig, mask_password
 from compactor.errors import StorageUnavailableError, TopicNotFoundError
@@ -63,7 +64,7 @@ def open_catalog(config: LakeConfig) -> SqlCatalog:
         ) from exc
 
 
-def load_table(catalog: SqlCatalog, identifier: str) -> Any:
+def load_table(catalog: Catalog, identifier: str) -> Table:
     """Load a table, turning a missing one into ``TopicNotFoundError`` and outages into a clear error."""
     with translate_storage_errors(f"loading {identifier}"):
         try:
@@ -72,7 +73,7 @@ def load_table(catalog: SqlCatalog, identifier: str) -> Any:
             raise TopicNotFoundError(f"unknown topic '{identifier}'") from exc
 
 
-def load_table_if_exists(catalog: SqlCatalog, identifier: str) -> Any | None:
+def load_table_if_exists(catalog: Catalog, identifier: str) -> Table | None:
     """Load a table, or None when it does not exist (outages become a clear error)."""
     with translate_storage_errors(f"loading {identifier}"):
         try:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestFile, write_manifest_list
 from pyiceberg.table import Table
@@ -92,7 +92,7 @@ def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[st
 
 
 def commit(
-    catalog: Any,
+    catalog: Catalog,
     table: Table,
     *,
     snapshot: Snapshot | None,
@@ -124,7 +124,7 @@ def commit(
     send(catalog, table, tuple(requirements), tuple(updates), landed, what)
 
 
-def send(catalog: Any, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...],
+def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...],
          landed: Callable[[TableMetadata], bool], what: str) -> None:
     """``catalog.commit_table`` with the failure classification described in the module docstring."""
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
-from pyiceberg.table import FileScanTask
+from pyiceberg.table import FileScanTask, Table
 
 # Files read ahead of the consumer: up to PREFETCH_FILES at once, and no more than PREFETCH_BYTES of (compressed)
 # file size in flight unless a single file is larger, so memory stays bounded whatever the file sizes are.
@@ -27,7 +27,7 @@ PREFETCH_BYTES = 192 * 1024 * 1024
 class TaskReader:
     """Reads tasks of one table metadata version with a shared row filter and delete-file cache."""
 
-    def __init__(self, table: Any, tasks: Sequence[FileScanTask], row_filter: BooleanExpression | None = None,
+    def __init__(self, table: Table, tasks: Sequence[FileScanTask], row_filter: BooleanExpression | None = None,
                  projected_schema: Any = None, deletes: Any = None) -> None:
         self._scan = ArrowScan(
             table_metadata=table.metadata,

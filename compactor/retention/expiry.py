@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
@@ -163,7 +164,7 @@ def _landed(expired: list[int], dropped: list[str]) -> Callable[[TableMetadata],
     return check
 
 
-def expire_table(catalog: Any, config: LakeConfig, table: Table, *, now_ms: int, max_age_ms: int, min_keep: int,
+def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: int, max_age_ms: int, min_keep: int,
                  lease_ms: int, orphan_min_age_ms: int, protected: Iterable[int] = (),
                  stale_refs: Iterable[str] = (), dry_run: bool = False, attempts: int = 5) -> ExpiryResult:
     """Remove ``stale_refs``, expire snapshots, delete unreferenced files and old orphans (module docstring).

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.table import Table
@@ -51,7 +52,7 @@ class RawFile:
 class Topic:
     """A topic: the raw log table plus what the product stores about it."""
 
-    def __init__(self, catalog: Any, name: TopicName, table: Table) -> None:
+    def __init__(self, catalog: Catalog, name: TopicName, table: Table) -> None:
         check_is_topic(name, table)
         self.catalog = catalog
         self.name = name
@@ -150,7 +151,7 @@ class Topic:
         return value if isinstance(value, dict) else None
 
 
-def check_is_topic(name: TopicName, table: Any) -> None:
+def check_is_topic(name: TopicName, table: Table) -> None:
     """Raise ``NotATopicError`` unless ``table`` carries the topic marker and the topic schema."""
     properties = table.metadata.properties
     if properties.get(props.MARKER_PROPERTY) != props.MARKER_VALUE:
