@@ -130,8 +130,41 @@ class TwoPhaseCompactor:
         if not plan.has_work:
             return self._not_committed(plan.cursor, plan.raw_snapshot_id, "nothing to compact: no horizon advances "
                                        "and no compacted row needs removing")
-        raw, view_table = pinned.raw, pinned.view_table
         failpoints.hit("after-plan")
+        ctx = self._start(plan, topic, pinned.view_table)
+        published = False
+        try:
+            with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
+                if plan.ranges:
+                    find_winners(ctx, self.lake.catalog)  # phase 1
+                failpoints.hit("after-phase-1")
+                result = write_rewrite(ctx) if plan.rewrite_reason else write_incremental(ctx, self.lake.config)
+            failpoints.hit("after-write")
+            self._check_density(plan, result)
+            if not plan.ranges and result.survivors.rows == plan.view.rows:
+                # only a pass for expired tombstones, keyless rows or a trim, and it found none (the minimums
+                # it planned on are lower bounds): the compacted rows did not change, so nothing is published
+                return self._not_committed(plan.cursor, plan.raw_snapshot_id,
+                                           "nothing to compact: no compacted row needed removing")
+            cursor = self._cursor(plan, result, pinned.raw, topic, ctx)
+            failpoints.hit("before-commit")
+            previous = plan.cursor.snapshot_id if plan.cursor else None
+            snapshot_id = publish_cursor(self.lake.catalog, self.name, ctx.stage, previous, cursor,
+                                         result.delete_files, self.progress)
+            published = True
+            failpoints.hit("after-commit")
+            mirror_cursor(topic, snapshot_id, cursor)
+            self._summary(snapshot_id, cursor.stats)
+            return CompactionResult(True, str(self.name), snapshot_id, plan.raw_snapshot_id, cursor.horizons_dict(),
+                                    self.now_ms, cursor.stats, "compacted", previous)
+        finally:
+            if ctx.scratch is not None:
+                drop_scratch(self.lake.catalog, self.lake.config, ctx.scratch)
+            if not published:
+                drop_stage_branch(self.lake.catalog, self.name.compacted_identifier, ctx.stage)
+
+    def _start(self, plan: CompactionPlan, topic: Topic, view_table: Table) -> RunContext:
+        """The Spark side of the run: the job session, the layout, and the staging branch at ``C``."""
         spark = self.lake.job_spark()
         layout = self._layout(plan, topic, view_table, task_slots(spark))
         self.progress.phase("layout", layout.reason, layout=layout.kind, slots=layout.slots)
@@ -143,37 +176,8 @@ class TwoPhaseCompactor:
         drop_stale_scratch(catalog, self.lake.config, self.name, self.now_ms, plan.settings.orphan_min_age_ms)
         with translate_storage_errors(f"creating the staging branch of {self.name}"):
             create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
-        ctx = RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,
-                         view_table.metadata.location, self.progress)
-        published = False
-        try:
-            with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
-                if plan.ranges:
-                    find_winners(ctx, catalog)  # phase 1
-                failpoints.hit("after-phase-1")
-                result = write_rewrite(ctx) if plan.rewrite_reason else write_incremental(ctx, self.lake.config)
-            failpoints.hit("after-write")
-            self._check_density(plan, result)
-            if not plan.ranges and result.survivors.rows == plan.view.rows:
-                # only a pass for expired tombstones, keyless rows or a trim, and it found none (the minimums
-                # it planned on are lower bounds): the compacted rows did not change, so nothing is published
-                return self._not_committed(plan.cursor, plan.raw_snapshot_id,
-                                           "nothing to compact: no compacted row needed removing")
-            cursor = self._cursor(plan, result, raw, topic, stage, ctx, layout)
-            failpoints.hit("before-commit")
-            snapshot_id = publish_cursor(catalog, self.name, stage, previous, cursor, result.delete_files,
-                                         self.progress)
-            published = True
-            failpoints.hit("after-commit")
-            mirror_cursor(topic, snapshot_id, cursor)
-            self._summary(snapshot_id, cursor.stats)
-            return CompactionResult(True, str(self.name), snapshot_id, plan.raw_snapshot_id, cursor.horizons_dict(),
-                                    self.now_ms, cursor.stats, "compacted", previous)
-        finally:
-            if ctx.scratch is not None:
-                drop_scratch(catalog, self.lake.config, ctx.scratch)
-            if not published:
-                drop_stage_branch(catalog, self.name.compacted_identifier, stage)
+        return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,
+                          view_table.metadata.location, self.progress)
 
     # --- the plan (pyiceberg only) ----------------------------------------------------------------------
 
@@ -237,12 +241,12 @@ class TwoPhaseCompactor:
                 f"{self.name}: the raw range {plan.ranges} holds {result.range.records} records, expected "
                 f"{plan.records_in_range} (offsets must be dense); nothing was published")
 
-    def _cursor(self, plan: CompactionPlan, result: Phase2Result, raw: RawSnapshotView, topic: Topic, stage: str,
-                ctx: RunContext, layout: Layout) -> Cursor:
+    def _cursor(self, plan: CompactionPlan, result: Phase2Result, raw: RawSnapshotView, topic: Topic,
+                ctx: RunContext) -> Cursor:
         with translate_storage_errors(f"reading the staging branch of {self.name}"):
             table = self.lake.catalog.load_table(self.name.compacted_identifier)
-        figures = RunFigures(ctx.run_id, layout.kind, layout.slots, self.progress.elapsed_ms(), ctx.timings)
-        return build_cursor(plan, result, table, stage, raw, topic.properties, figures)
+        figures = RunFigures(ctx.run_id, ctx.layout.kind, ctx.layout.slots, self.progress.elapsed_ms(), ctx.timings)
+        return build_cursor(plan, result, table, ctx.stage, raw, topic.properties, figures)
 
     def _not_committed(self, cursor: Cursor | None, raw_snapshot_id: int | None, reason: str) -> CompactionResult:
         self.progress.summary(f"no commit: {reason}")
