@@ -27,8 +27,10 @@ from pathlib import Path
 
 from compactor.config import LakeConfig, mask_password
 from compactor.errors import InputError, UsageError
+from compactor.spark.catalog import catalog_settings
 from compactor.spark.jars import required_jars
-from compactor.spark.session import ICEBERG_EXTENSIONS, catalog_settings, driver_java_options
+from compactor.spark.logs import driver_java_options
+from compactor.spark.session import ICEBERG_EXTENSIONS
 from compactor.topics.settings import parse_assignments
 
 SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
@@ -63,7 +65,7 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
     command = ["spark-submit", "--master", master, "--deploy-mode", "client", "--name",
                f"compactor {' '.join(verb[:2])}", "--jars", ",".join(jars or cluster_jars(config))]
     # the driver's log4j2 configuration, in force before Spark's first line: Spark's logging on standard error,
-    # quiet start-up (see compactor.spark.session.driver_java_options)
+    # quiet start-up (see compactor.spark.logs.driver_java_options)
     logging_conf = {"spark.driver.extraJavaOptions": driver_java_options(verb_log_level(verb, os.environ))}
     for key, value in {**spark_conf(config), **logging_conf, **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]

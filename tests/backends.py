@@ -61,7 +61,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
 
 def attach_spark(lake: Lake, spark_session: SparkSession) -> Lake:
     """Point the shared SparkSession at ``lake``'s catalog and let the lake use it."""
-    from compactor.spark.session import register_catalog
+    from compactor.spark.catalog import register_catalog
 
     register_catalog(spark_session, lake.config)
     lake.attach_spark(spark_session)

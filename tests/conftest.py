@@ -148,7 +148,7 @@ def spark_session() -> Iterator[SparkSession]:
 @pytest.fixture
 def spark(spark_session: SparkSession, lake: Lake) -> SparkSession:
     """The shared SparkSession, pointed at this test's lake."""
-    from compactor.spark.session import register_catalog
+    from compactor.spark.catalog import register_catalog
 
     register_catalog(spark_session, lake.config)
     lake.attach_spark(spark_session)

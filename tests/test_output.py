@@ -21,7 +21,8 @@ from compactor.deploy import submit_command
 from compactor.errors import UsageError
 from compactor.lake import Lake
 from compactor.progress import parse_log_level
-from compactor.spark.session import LOG4J2_CONFIG, driver_java_options, local_defaults
+from compactor.spark.logs import LOG4J2_CONFIG, driver_java_options
+from compactor.spark.session import local_defaults
 from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 

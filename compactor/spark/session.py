@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
-from compactor.progress import parse_log_level
+from compactor.spark.catalog import catalog_settings, register_catalog
 from compactor.spark.jars import required_jars
+from compactor.spark.logs import driver_java_options, spark_log_level
 from compactor.spark.network import driver_address
 
 if TYPE_CHECKING:
@@ -33,104 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-
-# The driver's log4j2 configuration: Spark's logging on standard error at WARN, its start-up noise at ERROR.
-LOG4J2_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
-_JVM_LEVELS = {"debug": "DEBUG", "info": "INFO", "warning": "WARN", "error": "ERROR"}
-
-
-def spark_log_level(log_level: str | None) -> str:
-    """The log4j level of Spark's own logging for ``--log-level`` (``None``: not given, WARN)."""
-    return _JVM_LEVELS[parse_log_level(log_level)] if log_level else "WARN"
-
-
-def driver_java_options(log_level: str | None) -> str:
-    """Driver JVM options that load ``LOG4J2_CONFIG`` before Spark logs anything.
-
-    ``spark.log.level`` applies only once the SparkContext is up, after the start-up warnings (loopback
-    hostname, native Hadoop library) and, under ``spark-submit``, Spark's INFO defaults have been printed; a
-    configuration file given to the JVM is in force from its first line. ``log_level`` is the command line's
-    ``--log-level`` (or ``COMPACTOR_LOG_LEVEL``): ``None`` (a default run) keeps Spark at WARN with its
-    start-up noise off; a level given explicitly applies to all of Spark's logging, start-up included.
-    """
-    level = spark_log_level(log_level)
-    startup = level if log_level else "ERROR"
-    return (f'-Dlog4j2.configurationFile="{LOG4J2_CONFIG}" '
-            f"-Dcompactor.log.spark={level} -Dcompactor.log.startup={startup}")
-
-
-def catalog_settings(config: LakeConfig) -> dict[str, str]:
-    """The ``spark.sql.catalog.<name>.*`` settings (and S3A settings) for ``config``, without credentials.
-
-    Credentials (``credential_settings``) are set on a running session only: a setting given at start-up goes
-    on the command line of the JVM that PySpark or ``spark-submit`` launches, where any local user can read it.
-    """
-    name = config.catalog_name
-    prefix = f"spark.sql.catalog.{name}"
-    warehouse = config.warehouse
-    settings = {
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.type": "jdbc",
-        f"{prefix}.uri": config.catalog.jdbc_url,
-        f"{prefix}.warehouse": warehouse,
-        # pyiceberg creates the catalog tables; Java creating them would hold a SQLite read lock for the
-        # life of the session and use the older layout (see README, "Facts found the hard way").
-        f"{prefix}.jdbc.init-catalog-tables": "false",
-        # pyiceberg commits while Spark runs; a cached table would hide them for 30 s.
-        f"{prefix}.cache-enabled": "false",
-    }
-    if config.catalog.is_sqlite:
-        # Several processes may commit to one SQLite file: wait for its write lock instead of failing after
-        # sqlite-jdbc's default 3 s (pyiceberg's side uses the same 60 s, see catalog.py).
-        settings[f"{prefix}.jdbc.busy_timeout"] = "60000"
-    if config.catalog.jdbc_user:
-        settings[f"{prefix}.jdbc.user"] = config.catalog.jdbc_user
-    if config.is_s3:
-        settings.update(s3a_settings(config))
-    return settings
-
-
-def credential_settings(config: LakeConfig) -> dict[str, str]:
-    """The secrets among the session settings: the catalog password and the S3 keys (set at runtime only).
-
-    Executors receive them without a command line either: Iceberg's file IO and Spark's file writers carry the
-    driver's Hadoop configuration to their tasks.
-    """
-    out: dict[str, str] = {}
-    if config.catalog.jdbc_password:
-        out[f"spark.sql.catalog.{config.catalog_name}.jdbc.password"] = config.catalog.jdbc_password
-    s3 = config.s3
-    if config.is_s3 and s3.access_key_id:
-        out["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id
-        out["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key or ""
-        if s3.session_token:
-            out["spark.hadoop.fs.s3a.session.token"] = s3.session_token
-    return out
-
-
-def s3a_settings(config: LakeConfig) -> dict[str, str]:
-    """Hadoop S3A settings: path-style access and explicit endpoint for MinIO and moto."""
-    s3 = config.s3
-    out = {
-        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.s3a.path.style.access": "true" if s3.path_style else "false",
-        "spark.hadoop.fs.s3a.endpoint.region": s3.region,
-        "spark.hadoop.fs.s3a.attempts.maximum": "3",
-        "spark.hadoop.fs.s3a.retry.limit": "3",
-        "spark.hadoop.fs.s3a.connection.establish.timeout": "10000",
-        "spark.hadoop.fs.s3a.connection.timeout": "30000",
-    }
-    if s3.endpoint:
-        parts = urlsplit(s3.endpoint)
-        out["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
-        out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "true" if parts.scheme == "https" else "false"
-    if s3.access_key_id:  # the keys themselves are set at runtime (credential_settings)
-        out["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
-            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if s3.session_token
-            else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
-    return out
-
 
 def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
     """Settings for a local run; each is skipped if the user's Spark configuration already has it."""
@@ -178,44 +81,6 @@ def _jar_file(jar: str) -> str:
     if parts.scheme not in ("", "file"):
         return jar
     return os.path.realpath(parts.path)
-
-
-def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
-    """Point a running session at ``config``'s catalog (SQL settings at runtime, S3A via Hadoop's conf).
-
-    Iceberg initialises a catalog on first use and caches it by name, so a running session can serve
-    several lakes only under different catalog names (tests use one name per warehouse).
-
-    The catalog password is a session setting only while the catalog initialises, then it is removed: Spark
-    copies every SQL setting of a session into the properties of each job it runs, and writes those, unredacted
-    (Spark redacts only its start-up settings), into the event log. The initialised catalog keeps it.
-    """
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    secrets = credential_settings(config)
-    for key, value in {**catalog_settings(config), **secrets}.items():
-        if key.startswith("spark.hadoop."):
-            hadoop.set(key[len("spark.hadoop."):], value)
-        else:
-            spark.conf.set(key, value)
-    transient = [key for key in secrets if not key.startswith("spark.hadoop.")]
-    if transient:
-        _initialise_catalog(spark, config.catalog_name)
-        for key in transient:
-            spark.conf.unset(key)
-
-
-def _initialise_catalog(spark: SparkSession, name: str) -> None:
-    """Make ``spark``'s catalog ``name`` read its settings now (Spark reads them from the *active* session)."""
-    jvm_sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession  # type: ignore[union-attr]
-    previous = jvm_sessions.getActiveSession()
-    jvm_sessions.setActiveSession(spark._jsparkSession)
-    try:
-        spark._jsparkSession.sessionState().catalogManager().catalog(name)
-    finally:
-        if previous.isDefined():
-            jvm_sessions.setActiveSession(previous.get())
-        else:
-            jvm_sessions.clearActiveSession()
 
 
 def private_session(parent: SparkSession, config: LakeConfig) -> SparkSession:
