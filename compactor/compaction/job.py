@@ -332,7 +332,10 @@ class TwoPhaseCompactor:
         winners: DataFrame | None = None
         range_rows: DataFrame | None = None
         if plan.ranges:
-            raw_df = spark.read.format("iceberg").option("snapshot-id", str(plan.raw.snapshot_id)).load(raw_ident)
+            # The rows of [H_p(C), H_p) never change once in S (offsets are never reused, and retention stays below
+            # every retained cursor's horizon), so the current main holds exactly S's rows of the range. Reading
+            # it, not S by id, keeps the run working after appends drop S's metadata entry (topics.snapshots).
+            raw_df = spark.read.format("iceberg").load(raw_ident)
             condition = offset_ranges((p, lo, hi) for p, (lo, hi) in plan.ranges.items())
             assert condition is not None
             range_rows = raw_df.where(condition)
