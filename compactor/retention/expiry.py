@@ -15,8 +15,9 @@ A snapshot is expired iff it is not protected and both hold:
 Protected: the head of every ref (``main``, retained cursor tags, live staging branches, the base branch)
 and every retained cursor's snapshot. (Appends drop the metadata entries of older raw *append* snapshots
 themselves, keeping the parent of every retention delete, so the files a delete removed stay referenced,
-and are deleted here, only once that parent is expired by the rules above; see ``topics.snapshots``.) Then every file that only expired snapshots referenced (data files,
-delete files, manifests, manifest lists) is deleted, and orphans (files under the table's location that no
+and are deleted here, only once that parent is expired by the rules above; see ``topics.snapshots``.)
+Then every file that only expired snapshots referenced (data files, delete files, manifests, manifest lists)
+is deleted, and orphans (files under the table's location that no
 snapshot references, such as the output of a crashed run) once they are older than
 ``compaction.orphan-min-age-ms`` by the storage's own clock (file modification time: real time, since a
 writer that is still running must not lose its files). The segment files of a topic's batch-id record are

@@ -107,9 +107,9 @@ class _SegmentCache:
             if path in self._items:
                 self._items.move_to_end(path)
                 return self._items[path]
-        with translate_storage_errors(f"reading the batch-id record of {table.name()}"):
-            with table.io.new_input(path).open() as stream:
-                rows = pq.read_table(stream)
+        with (translate_storage_errors(f"reading the batch-id record of {table.name()}"),
+              table.io.new_input(path).open() as stream):
+            rows = pq.read_table(stream)
         index = {batch_id: i for i, batch_id in enumerate(rows.column("batch_id").to_pylist())}
         with self._lock:
             self._items[path] = (index, rows)
@@ -207,9 +207,9 @@ def _write_segment(table: Table, entries: Sequence[BatchEntry], written: list[st
         pa.array([e.rr_start for e in entries], pa.int64()),
         pa.array([json.dumps([list(r) for r in e.plan], separators=(",", ":")) for e in entries], pa.string()),
     ], schema=SEGMENT_SCHEMA)
-    with translate_storage_errors(f"writing the batch-id record of {table.name()}"):
-        with table.io.new_output(path).create(overwrite=True) as stream:
-            pq.write_table(rows, stream, compression="zstd")
+    with (translate_storage_errors(f"writing the batch-id record of {table.name()}"),
+          table.io.new_output(path).create(overwrite=True) as stream):
+        pq.write_table(rows, stream, compression="zstd")
     written.append(path)
     return Segment(path, len(entries), min(e.now_ms for e in entries), max(e.now_ms for e in entries))
 

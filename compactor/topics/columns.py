@@ -236,7 +236,7 @@ def _lengths(column: pa.Array) -> np.ndarray:
 
 def record_sizes(batch: pa.RecordBatch) -> np.ndarray:
     """Bytes of each row that count against ``max.message.bytes``: key + value + header keys and values."""
-    sizes = _lengths(batch.column(KEY)) + _lengths(batch.column(VALUE))
+    sizes: np.ndarray = _lengths(batch.column(KEY)) + _lengths(batch.column(VALUE))
     headers = batch.column(HEADERS)
     if headers.null_count < len(headers):
         flat = pc.list_flatten(headers)
@@ -255,7 +255,8 @@ def validate(batch: pa.RecordBatch, sizes: np.ndarray, partitions: int, max_mess
     partition = batch.column(PARTITION)
     if partition.null_count < len(partition):
         values = partition.fill_null(0).to_numpy(zero_copy_only=False)
-        bad = np.nonzero(partition.is_valid().to_numpy(zero_copy_only=False) & ((values < 0) | (values >= partitions)))[0]
+        valid = partition.is_valid().to_numpy(zero_copy_only=False)
+        bad = np.nonzero(valid & ((values < 0) | (values >= partitions)))[0]
         if len(bad):
             i = int(bad[0])
             problems.append((i, f"partition {int(values[i])} is out of range: the topic has {partitions} "

@@ -106,7 +106,7 @@ def file_rows(batch: pa.RecordBatch, partitions: np.ndarray, offsets: np.ndarray
 class StagedFiles:
     """The data files of one batch (see the module docstring)."""
 
-    def __init__(self, table: Table, base: Sequence[int], now_ms: int) -> None:
+    def __init__(self, table: Table, base: Sequence[int] | np.ndarray, now_ms: int) -> None:
         self.table = table
         self.base = np.asarray(base, np.int64).copy()
         self.now_ms = now_ms
@@ -166,7 +166,7 @@ class StagedFiles:
     def data_files(self) -> list[DataFile]:
         return [f for partition in sorted(self.closed) for f in self.closed[partition]]
 
-    def rebase(self, table: Table, new_base: Sequence[int]) -> None:
+    def rebase(self, table: Table, new_base: Sequence[int] | np.ndarray) -> None:
         """Shift every partition's offsets to start at ``new_base[p]``, rewriting its files in chunks."""
         target = np.asarray(new_base, np.int64)
         self.table = table
@@ -182,12 +182,12 @@ class StagedFiles:
         self.base = target.copy()
 
     def _shift_file(self, partition: int, data_file: DataFile, delta: int) -> None:
-        with translate_storage_errors(f"rewriting a data file of {self.table.name()}"):
-            with self.table.io.new_input(data_file.file_path).open() as stream:
-                for chunk in pq.ParquetFile(stream).iter_batches(batch_size=REWRITE_CHUNK_ROWS):
-                    columns = [chunk.column(name) for name in FILE_SCHEMA.names]
-                    columns[1] = pc.add(columns[1], delta)
-                    self._write(partition, pa.RecordBatch.from_arrays(columns, schema=FILE_SCHEMA))
+        with (translate_storage_errors(f"rewriting a data file of {self.table.name()}"),
+              self.table.io.new_input(data_file.file_path).open() as stream):
+            for chunk in pq.ParquetFile(stream).iter_batches(batch_size=REWRITE_CHUNK_ROWS):
+                columns = [chunk.column(name) for name in FILE_SCHEMA.names]
+                columns[1] = pc.add(columns[1], delta)
+                self._write(partition, pa.RecordBatch.from_arrays(columns, schema=FILE_SCHEMA))
 
     def discard(self) -> None:
         """Delete every file this batch wrote (it will not be committed)."""

@@ -73,8 +73,8 @@ class BatchPlan:
         return ranks
 
 
-def check_mirror(batch: pa.RecordBatch, partitions: np.ndarray, ranks: np.ndarray, base: Sequence[int],
-                 rows: RowNumbers) -> None:
+def check_mirror(batch: pa.RecordBatch, partitions: np.ndarray, ranks: np.ndarray,
+                 base: Sequence[int] | np.ndarray, rows: RowNumbers) -> None:
     """A mirror batch's rows must carry exactly ``N_p, N_p + 1, ...`` per partition, in input order."""
     given = batch.column(OFFSET).to_numpy(zero_copy_only=False)
     expected = np.asarray(base, np.int64)[partitions] + ranks

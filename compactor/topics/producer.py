@@ -37,8 +37,16 @@ from compactor.topics.append import (
     round_robin_start,
 )
 from compactor.topics.batch_ids import BatchIdRecord
-from compactor.topics.columns import KEY, PARTITION, RowNumbers, input_batches, normalise, record_sizes, \
-    records_to_batch, validate
+from compactor.topics.columns import (
+    KEY,
+    PARTITION,
+    RowNumbers,
+    input_batches,
+    normalise,
+    record_sizes,
+    records_to_batch,
+    validate,
+)
 from compactor.topics.files import StagedFiles
 from compactor.topics.placements import Placements, encode, verify_replay
 from compactor.topics.plan import BatchPlan, check_mirror
