@@ -90,11 +90,15 @@ def decode(codes: np.ndarray, partitions: int, rr_shift: int = 0) -> np.ndarray:
 
 def verify_replay(placements: Placements, entry_counts: np.ndarray, partitions: int, rr_shift: int) -> None:
     """A re-sent batch must place as many records in each partition as the batch committed under its id."""
-    mine = placements.counts(partitions, rr_shift)
+    same_batch(placements.counts(partitions, rr_shift), entry_counts)
+
+
+def same_batch(mine: np.ndarray, entry_counts: np.ndarray) -> None:
+    """Raise ``BatchIdConflictError`` unless both batches put as many records in each partition."""
     if not np.array_equal(mine, entry_counts):
         raise BatchIdConflictError(
             f"batch id was already used for a different batch ({int(entry_counts.sum())} records in partitions "
             f"{entry_counts.tolist()}; this batch has {int(mine.sum())} records in partitions {mine.tolist()})")
 
 
-__all__ = ["Placements", "decode", "encode", "verify_replay"]
+__all__ = ["Placements", "decode", "encode", "same_batch", "verify_replay"]

@@ -114,9 +114,15 @@ class BatchOutcome:
         c = self.committed
         if c is None:
             return BatchSummary(None, 0, False, None, 0)
-        touched = [p for p in range(self.partitions) if c.counts[p]]
-        return BatchSummary(c.batch_id, int(c.counts.sum()), c.duplicate, c.snapshot_id, c.attempts,
-                            {str(p): int(c.base[p]) for p in touched}, {str(p): int(c.counts[p]) for p in touched})
+        return batch_summary(c.batch_id, c.base, c.counts, c.snapshot_id, c.duplicate, c.attempts)
+
+
+def batch_summary(batch_id: str | None, base: np.ndarray, counts: np.ndarray, snapshot_id: int | None,
+                  duplicate: bool, attempts: int) -> BatchSummary:
+    """The summary of a batch placed at ``base`` with ``counts`` records per partition."""
+    touched = [p for p in range(len(counts)) if counts[p]]
+    return BatchSummary(batch_id, int(counts.sum()), duplicate, snapshot_id, attempts,
+                        {str(p): int(base[p]) for p in touched}, {str(p): int(counts[p]) for p in touched})
 
 
 class _FileStage:
@@ -255,5 +261,5 @@ def assign_partitions(records: Sequence[ProducerRecord], partitions: int, rr_sta
     return assigned
 
 
-__all__ = ["BatchOutcome", "BatchSummary", "ProduceResult", "assign_partitions", "produce", "produce_arrow",
-           "produce_stream"]
+__all__ = ["BatchOutcome", "BatchSummary", "ProduceResult", "assign_partitions", "batch_summary", "produce",
+           "produce_arrow", "produce_stream"]
