@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,7 @@ def produce(args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             stream: BinaryIO | None = None
             if args.format != "parquet":
-                stream = stack.enter_context(open(args.file, "rb")) if args.file else sys.stdin.buffer
+                stream = stack.enter_context(open(args.file, "rb")) if args.file else _stdin()
             chunks = read_source(args.format, stream, args.file, source)
             groups = split(chunks, args.batch_records) if args.batch_records else iter([chunks])
             for number, group in enumerate(groups):
@@ -62,6 +63,14 @@ def produce(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot read {source}: {exc.strerror or exc}") from None
     return 0
+
+
+def _stdin() -> BinaryIO:
+    """Standard input as bytes (an embedding program may have replaced it by a text stream)."""
+    binary = getattr(sys.stdin, "buffer", None)
+    if binary is not None:
+        return cast(BinaryIO, binary)
+    return io.BytesIO(sys.stdin.read().encode("utf-8"))
 
 
 PROGRESS_RECORDS = 100_000
@@ -96,15 +105,14 @@ def _print(outcome: BatchOutcome, output: str) -> None:
     outcome.placements.close()
 
 
-def placement_lines(partitions: Any, offsets: Any) -> bytes:
+def placement_lines(partitions: Any, offsets: Any) -> memoryview:
     """``{"partition": P, "offset": O}`` lines for arrays of partitions and offsets, built by Arrow."""
     text = pc.binary_join_element_wise('{"partition": ', pa.array(partitions).cast(pa.string()), ', "offset": ',
                                        pa.array(offsets).cast(pa.string()), "}\n", "")
     if len(text) == 0:
-        return b""
+        return memoryview(b"")
     value_offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset: text.offset + len(text) + 1]
-    data: bytes = text.buffers()[2].to_pybytes()
-    return data[int(value_offsets[0]): int(value_offsets[-1])]
+    return memoryview(text.buffers()[2])[int(value_offsets[0]): int(value_offsets[-1])]
 
 
 def read(args: argparse.Namespace) -> int:

@@ -14,7 +14,10 @@ whatever the batch size.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import os
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import IO, Any, cast
@@ -38,6 +41,7 @@ from pyiceberg.typedef import Record
 from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.topics.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
+from compactor.topics.plan import Grouping
 
 # The topic's Arrow schema with Parquet field ids, so Iceberg readers map columns by id.
 FILE_SCHEMA = schema_to_pyarrow(ts.TOPIC_SCHEMA)
@@ -46,6 +50,20 @@ DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
 MAX_OPEN_FILES = 64
 REWRITE_CHUNK_ROWS = 65_536
 log = logging.getLogger(__name__)
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _writers() -> concurrent.futures.ThreadPoolExecutor:
+    """One pool per process for writing the files of a batch's partitions side by side."""
+    global _POOL  # noqa: PLW0603
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                                          thread_name_prefix="compactor-write")
+        return _POOL
 
 
 class _PartitionFile:
@@ -130,7 +148,8 @@ class StagedFiles:
         with translate_storage_errors(f"writing a data file of {self.table.name()}"):
             self.closed.setdefault(partition, []).append(handle.close())
 
-    def _write(self, partition: int, rows: pa.RecordBatch) -> None:
+    def _handle(self, partition: int) -> _PartitionFile:
+        """The open file of ``partition`` (a new one past the target size or when none is open)."""
         handle = self._open.get(partition)
         if handle is not None and handle.bytes >= self._target:
             self._close(partition)
@@ -141,21 +160,33 @@ class StagedFiles:
             handle = self._open[partition] = self._new_file(partition)
         else:
             self._open[partition] = self._open.pop(partition)  # most recently used last
+        return handle
+
+    def _write(self, partition: int, rows: pa.RecordBatch) -> None:
+        handle = self._handle(partition)
         with translate_storage_errors(f"writing a data file of {self.table.name()}"):
             handle.write(rows)
 
-    def add(self, batch: pa.RecordBatch, partitions: np.ndarray, ranks: np.ndarray) -> None:
-        """Append one chunk of normalised rows, given each row's partition and rank within its partition."""
+
+    def add(self, batch: pa.RecordBatch, ranks: np.ndarray, grouping: Grouping) -> None:
+        """Append one chunk of normalised rows, given each row's rank within its partition and the rows grouped
+        by partition. Each partition's rows are gathered and written by a worker, the partitions side by side
+        (pyarrow releases the GIL while it copies, encodes and compresses)."""
         if batch.num_rows == 0:
             return
-        order = np.argsort(partitions, kind="stable")
-        ordered = partitions[order]
-        rows = file_rows(batch.take(pa.array(order)), ordered, self.base[ordered] + ranks[order], self.now_ms)
-        cuts = np.flatnonzero(np.diff(ordered)) + 1
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [len(ordered)]))
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            self._write(int(ordered[start]), rows.slice(start, end - start))
+        work = [(self._handle(p), p, rows) for p, rows in grouping.groups()]
+
+        def write(handle: _PartitionFile, partition: int, rows: np.ndarray) -> None:
+            piece = batch.take(pa.array(rows)) if len(rows) < batch.num_rows else batch
+            offsets = self.base[partition] + ranks[rows]
+            handle.write(file_rows(piece, np.full(len(rows), partition, np.int32), offsets, self.now_ms))
+
+        with translate_storage_errors(f"writing a data file of {self.table.name()}"):
+            if len(work) == 1:
+                write(*work[0])
+                return
+            for future in [_writers().submit(write, *item) for item in work]:
+                future.result()
 
     def finish(self) -> None:
         """Close every open file (the batch is complete)."""

@@ -92,9 +92,9 @@ def _exact(block: bytes, first_line: int, source: str) -> tuple[pa.RecordBatch, 
 
 
 def read_jsonl(stream: BinaryIO, source: str = "standard input",
-               block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[pa.RecordBatch, RowNumbers]]:
+               block_bytes: int | None = None) -> Iterator[tuple[pa.RecordBatch, RowNumbers]]:
     """Normalised record batches of a JSON Lines stream, each with the line numbers of its records."""
-    for block, first_line in blocks(stream, block_bytes):
+    for block, first_line in blocks(stream, block_bytes or BLOCK_BYTES):
         lines = content_lines(block, first_line)
         if not len(lines):
             continue

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from compactor.errors import BatchIdConflictError
+from compactor.topics.plan import Grouping
 
-SPOOL_CHUNK_ROWS = 1 << 20
+SPOOL_CHUNK_ROWS = 1 << 16
 
 
 def encode(partitions: np.ndarray, keyless: np.ndarray) -> np.ndarray:
@@ -30,17 +31,23 @@ class Placements:
 
     def __init__(self, spool_dir: str | None = None, *, spool: bool = False) -> None:
         self._chunks: list[np.ndarray] = []
+        self._ranks: list[np.ndarray] | None = None if spool else []
         self._file: tempfile._TemporaryFileWrapper[bytes] | None = None
         if spool:
             self._file = tempfile.NamedTemporaryFile(prefix="compactor-placements-", dir=spool_dir)  # noqa: SIM115
         self.rows = 0
 
-    def append(self, codes: np.ndarray) -> None:
+    def append(self, codes: np.ndarray, ranks: np.ndarray | None = None) -> None:
+        """Add a chunk's codes (and, in memory, its ranks within partitions, which spare ``resolve`` a sort)."""
         self.rows += len(codes)
         if self._file is not None:
             self._file.write(codes.astype("<i4").tobytes())
+            return
+        self._chunks.append(codes)
+        if self._ranks is not None and ranks is not None:
+            self._ranks.append(ranks)
         else:
-            self._chunks.append(codes)
+            self._ranks = None
 
     def chunks(self) -> Iterator[np.ndarray]:
         if self._file is None:
@@ -59,17 +66,20 @@ class Placements:
             self._file.close()
             self._file = None
         self._chunks = []
+        self._ranks = []
 
     def resolve(self, base: np.ndarray, partitions: int, rr_shift: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(partition, offset)`` arrays per chunk, in input order; keyless rows shifted by ``rr_shift``."""
-        running = np.asarray(base, np.int64).copy()
+        base = np.asarray(base, np.int64)
+        if rr_shift == 0 and self._ranks is not None:
+            for codes, ranks in zip(self._chunks, self._ranks, strict=True):
+                parts = decode(codes, partitions)
+                yield parts, base[parts] + ranks
+            return
+        running = base.copy()
         for codes in self.chunks():
             parts = decode(codes, partitions, rr_shift)
-            order = np.argsort(parts, kind="stable")
-            ordered = parts[order]
-            group_start = np.searchsorted(ordered, ordered, side="left")
-            offsets = np.empty(len(parts), np.int64)
-            offsets[order] = running[ordered] + (np.arange(len(parts), dtype=np.int64) - group_start)
+            offsets = running[parts] + Grouping.of(parts, partitions).within()
             running += np.bincount(parts, minlength=partitions).astype(np.int64)
             yield parts, offsets
 

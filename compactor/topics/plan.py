@@ -19,6 +19,47 @@ from compactor.errors import InvalidRecordError
 from compactor.topics.columns import KEY, OFFSET, PARTITION, RowNumbers
 from compactor.topics.partitioner import partitions_for_keys
 
+SMALL_PARTITION_COUNT = 16
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Rows grouped by partition, keeping input order within each group: group ``g`` holds the rows
+    ``order[bounds[g]:bounds[g + 1]]``, all of partition ``keys[g]``."""
+
+    order: np.ndarray
+    keys: np.ndarray
+    bounds: np.ndarray
+
+    @classmethod
+    def of(cls, partitions: np.ndarray, count: int) -> Grouping:
+        if count <= SMALL_PARTITION_COUNT:  # a few comparisons beat a sort
+            members = [np.flatnonzero(partitions == q) for q in range(count)]
+            present = [q for q in range(count) if len(members[q])]
+            order = np.concatenate([members[q] for q in present]) if present else np.zeros(0, np.int64)
+            sizes = np.asarray([len(members[q]) for q in present], np.int64)
+            keys = np.asarray(present, np.int64)
+        else:
+            order = np.argsort(partitions, kind="stable")
+            ordered = partitions[order]
+            cuts = np.flatnonzero(np.diff(ordered)) + 1
+            starts = np.concatenate(([0], cuts)).astype(np.int64)
+            sizes = np.diff(np.concatenate((starts, [len(order)])))
+            keys = ordered[starts].astype(np.int64) if len(order) else np.zeros(0, np.int64)
+        bounds = np.zeros(len(sizes) + 1, np.int64)
+        np.cumsum(sizes, out=bounds[1:])
+        return cls(order.astype(np.int64), keys, bounds)
+
+    def within(self) -> np.ndarray:
+        """Each row's position within its group (in input index space)."""
+        ranks = np.empty(len(self.order), np.int64)
+        ranks[self.order] = np.arange(len(self.order), dtype=np.int64) - np.repeat(self.bounds[:-1],
+                                                                                  np.diff(self.bounds))
+        return ranks
+
+    def groups(self) -> list[tuple[int, np.ndarray]]:
+        return [(int(self.keys[g]), self.order[self.bounds[g]:self.bounds[g + 1]]) for g in range(len(self.keys))]
+
 
 @dataclass
 class BatchPlan:
@@ -50,7 +91,9 @@ class BatchPlan:
         if has_partition.any():
             out[has_partition] = explicit.fill_null(0).to_numpy(zero_copy_only=False)[has_partition]
         hashed = has_key & ~has_partition
-        if hashed.any():
+        if hashed.all():
+            out = partitions_for_keys(keys, self.partitions)
+        elif hashed.any():
             out[hashed] = partitions_for_keys(keys.filter(pa.array(hashed)), self.partitions)
         keyless = ~has_key & ~has_partition
         keyless_count = int(keyless.sum())
@@ -59,18 +102,15 @@ class BatchPlan:
             self.next_rr += keyless_count
         return out
 
-    def rank(self, partitions: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """Each row's rank within its partition over the whole batch so far (int64), updating the counters."""
-        count = len(partitions)
-        order = np.argsort(partitions, kind="stable")
-        ordered = partitions[order]
-        group_start = np.searchsorted(ordered, ordered, side="left")
-        ranks = np.empty(count, np.int64)
-        ranks[order] = self.counts[ordered] + (np.arange(count, dtype=np.int64) - group_start)
+    def rank(self, partitions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, Grouping]:
+        """Each row's rank within its partition over the whole batch so far (int64), and the chunk's rows
+        grouped by partition; updates the counters."""
+        grouping = Grouping.of(partitions, self.partitions)
+        ranks = self.counts[partitions] + grouping.within()
         self.counts += np.bincount(partitions, minlength=self.partitions).astype(np.int64)
-        if count:
+        if len(partitions):
             self.sizes += np.bincount(partitions, weights=sizes, minlength=self.partitions).astype(np.int64)
-        return ranks
+        return ranks, grouping
 
 
 def check_mirror(batch: pa.RecordBatch, partitions: np.ndarray, ranks: np.ndarray,
@@ -92,4 +132,4 @@ def mirror_error(partition: int, expected: int, found: int, line: int | None = N
         f"each partition densely from its next offset. Nothing was written", line, unit)
 
 
-__all__ = ["BatchPlan", "check_mirror", "mirror_error"]
+__all__ = ["BatchPlan", "Grouping", "check_mirror", "mirror_error"]

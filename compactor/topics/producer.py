@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from compactor import failpoints
 from compactor.clock import resolve_now_ms
 from compactor.results import JsonResult
 from compactor.topics.append import (
@@ -54,6 +55,8 @@ from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
 
 Chunk = tuple[pa.RecordBatch, RowNumbers]
+# In-memory input is already held by the caller: plan and write it in large chunks (fewer, larger row groups).
+IN_MEMORY_CHUNK_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -178,16 +181,17 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
             sizes = record_sizes(batch)
             validate(batch, sizes, partitions, settings.max_message_bytes, rows, keep_offsets=keep_offsets)
             assigned = plan.assign(batch)
-            ranks = plan.rank(assigned, sizes)
+            ranks, grouping = plan.rank(assigned, sizes)
             if keep_offsets and replaying is None:
                 check_mirror(batch, assigned, ranks, base, rows)
             keyless = (batch.column(KEY).is_null().to_numpy(zero_copy_only=False)
                        & batch.column(PARTITION).is_null().to_numpy(zero_copy_only=False))
-            placements.append(encode(assigned, keyless))
+            placements.append(encode(assigned, keyless), ranks)
             if replaying is None:
-                files.add(batch, assigned, ranks)
+                files.add(batch, ranks, grouping)
             if on_chunk is not None:
                 on_chunk(placements.rows)
+            failpoints.hit("produce-after-chunk")
         files.finish()
     except BaseException:
         files.discard()
@@ -237,7 +241,7 @@ def produce_arrow(topic: Topic, data: Any, *, batch_id: str | None = None, now_m
     """
     def chunks() -> Iterator[Chunk]:
         first = 1
-        for batch in input_batches(data):
+        for batch in input_batches(data, IN_MEMORY_CHUNK_ROWS):
             yield batch, RowNumbers(first)
             first += batch.num_rows
 

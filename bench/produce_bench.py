@@ -1,0 +1,268 @@
+"""Producing benchmark (BENCHMARK.md, "Producing"): every producer path against a plain append of the same
+rows to a plain Iceberg table by the same engine, CLI memory, and the cost of one small commit as a topic ages.
+
+    .venv/bin/python -m bench.produce_bench                            # 1M records, 3 repetitions (~15 min)
+    .venv/bin/python -m bench.produce_bench --records 200000 --repeats 1 --commits 300   # quick
+
+Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
+  json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
+  arrow_api     ``produce_arrow`` of an Arrow table                  vs pyiceberg ``append`` of the same table
+  buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
+  dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
+  cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
+  commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000 and 2,000 of one topic's
+                life, one simulated second apart (median of the 11 commits around each point)
+
+MB/s counts logical bytes (key + value). The plain appends write the input's own columns (key, value) to an
+unpartitioned table: the floor a user would get without offsets, partitions or atomic batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from compactor.lake import Lake
+from compactor.topics.buffered import Producer
+from compactor.topics.dataframe import produce_dataframe
+from compactor.topics.producer import produce_arrow
+
+VALUE_BYTES = 140
+KEYS = 100_000
+T0 = 1_800_000_000_000
+
+
+def summarise(values: list[float]) -> dict[str, Any]:
+    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4),
+            "max": round(max(values), 4), "runs": [round(v, 4) for v in values]}
+
+
+def records_table(count: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    keys = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
+                                       pa.array(rng.integers(0, KEYS * 4, count).astype(str)).cast(pa.binary()), b"")
+    raw = rng.integers(97, 123, size=count * VALUE_BYTES, dtype=np.uint8).tobytes()
+    values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(VALUE_BYTES), count, [None, pa.py_buffer(raw)])
+    return pa.table({"key": keys, "value": values.cast(pa.binary())})
+
+
+def logical_bytes(table: pa.Table) -> int:
+    return sum(int(pc.sum(pc.binary_length(table[c])).as_py() or 0) for c in ("key", "value"))
+
+
+def write_jsonl(table: pa.Table, path: Path) -> None:
+    """The records as JSON Lines (keys and values are plain ASCII, so no escaping is needed)."""
+    keys = table["key"].combine_chunks().cast(pa.string())
+    values = table["value"].combine_chunks().cast(pa.string())
+    lines = pc.binary_join_element_wise('{"key": "', keys, '", "value": "', values, '"}\n', "").cast(pa.large_string())
+    offsets = np.frombuffer(lines.buffers()[1], np.int64)
+    path.write_bytes(lines.buffers()[2].to_pybytes()[int(offsets[0]): int(offsets[len(lines)])])
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir = Path(args.workdir).resolve()
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)
+        self.workdir.mkdir(parents=True)
+        self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
+        self.lake.catalog.create_namespace_if_not_exists("bench")
+        self.counter = 0
+
+    def log(self, message: str) -> None:
+        print(f"[bench] {message}", flush=True)
+
+    def topic_name(self) -> str:
+        self.counter += 1
+        name = f"bench.t{self.counter}"
+        self.lake.create_topic(name, partitions=self.args.partitions)
+        return name
+
+    def plain_table(self) -> Any:
+        self.counter += 1
+        return self.lake.catalog.create_table(f"bench.plain{self.counter}", schema=pa.schema(
+            [("key", pa.large_binary()), ("value", pa.large_binary())]))
+
+    # --- pyiceberg figures ---------------------------------------------------------------------------------
+
+    def arrow_api(self, table: pa.Table) -> tuple[float, float]:
+        topic = self.lake.topic(self.topic_name())
+        started = time.perf_counter()
+        produce_arrow(topic, table, now_ms=T0)
+        product = time.perf_counter() - started
+        plain = self.plain_table()
+        started = time.perf_counter()
+        plain.append(table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])))
+        return product, time.perf_counter() - started
+
+    def buffered(self, table: pa.Table) -> float:
+        keys, values = table["key"].to_pylist(), table["value"].to_pylist()
+        topic = self.lake.topic(self.topic_name())
+        threads = 4
+        started = time.perf_counter()
+        with Producer(self.lake, topic, linger_ms=20, clock=lambda: T0) as producer:
+            def work(part: int) -> None:
+                send = producer.send
+                for i in range(part, len(keys), threads):
+                    send(values[i], keys[i])
+
+            workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            producer.flush()
+        elapsed = time.perf_counter() - started
+        assert sum(self.lake.topic(topic.name).offsets().next_offsets) == len(keys)
+        return elapsed
+
+    def json_cli(self, path: Path) -> tuple[float, int]:
+        """Wall time and peak RSS (KiB) of one ``compactor produce`` subprocess."""
+        name = self.topic_name()
+        env = {**os.environ, "COMPACTOR_WAREHOUSE": str(self.workdir / "warehouse"), "PYTHONPATH": os.getcwd()}
+        started = time.perf_counter()
+        with open(os.devnull, "wb") as sink:
+            proc = subprocess.Popen([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING",
+                                     "produce", name, "--file", str(path)], stdout=sink, env=env)
+            _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise RuntimeError(f"compactor produce exited {proc.returncode}")
+        return elapsed, int(usage.ru_maxrss)
+
+    def commit_cost(self, commits: int) -> dict[str, Any]:
+        topic = self.lake.topic(self.topic_name())
+        times = []
+        for i in range(commits):
+            data = pa.table({"key": [f"k{i}".encode()], "value": [b"v" * VALUE_BYTES]})
+            started = time.perf_counter()
+            produce_arrow(topic, data, batch_id=f"commit-{i}", now_ms=T0 + i * 1000)
+            times.append(time.perf_counter() - started)
+            if (i + 1) % 500 == 0:
+                self.log(f"commit cost: {i + 1} commits")
+        out: dict[str, Any] = {}
+        for at in (1, 100, 1000, 2000):
+            if at <= commits:
+                window = times[max(0, at - 6): at + 5]
+                out[str(at)] = round(statistics.median(window) * 1000, 1)
+        metadata = topic.table.metadata
+        out["snapshots_in_metadata"] = len(metadata.snapshots)
+        out["manifests"] = len(topic.table.current_snapshot().manifests(topic.table.io))  # type: ignore[union-attr]
+        out["metadata_json_bytes"] = len(metadata.model_dump_json())
+        return out
+
+    # --- Spark figures -------------------------------------------------------------------------------------
+
+    def dataframe(self, parquet: Path) -> tuple[float, float]:
+        spark = self.lake.spark()
+        df = spark.read.parquet(str(parquet))
+        name = self.topic_name()
+        started = time.perf_counter()
+        produce_dataframe(self.lake, name, df, now_ms=T0)
+        product = time.perf_counter() - started
+        self.counter += 1
+        plain = f"`{self.lake.config.catalog_name}`.bench.plain{self.counter}"
+        spark.sql(f"CREATE TABLE {plain} (key BINARY, value BINARY) USING iceberg")
+        started = time.perf_counter()
+        df.writeTo(plain).append()
+        return product, time.perf_counter() - started
+
+    # --- the run -----------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        a = self.args
+        table = records_table(a.records, 1)
+        mb = logical_bytes(table) / 1e6
+        results: dict[str, Any] = {"records": a.records, "partitions": a.partitions, "logical_mb": round(mb, 1)}
+        jsonl = self.workdir / "records.jsonl"
+        write_jsonl(table, jsonl)
+        small = self.workdir / "small.jsonl"
+        write_jsonl(table.slice(0, a.records // 5), small)
+        parquet = self.workdir / "records.parquet"
+        pq.write_table(table, parquet)
+
+        def rate(seconds: list[float], records: int = a.records, megabytes: float = mb) -> dict[str, Any]:
+            median = statistics.median(seconds)
+            return {"seconds": summarise(seconds), "records_per_s": round(records / median),
+                    "mb_per_s": round(megabytes / median, 1)}
+
+        figures: dict[str, list[float]] = {"json_cli": [], "arrow_api": [], "arrow_plain": [], "buffered": [],
+                                           "dataframe": [], "dataframe_plain": []}
+        memory: dict[str, list[int]] = {"small": [], "large": []}
+        self.arrow_api(table.slice(0, 10_000))  # warm-up
+        for rep in range(a.repeats):
+            seconds, rss = self.json_cli(jsonl)
+            figures["json_cli"].append(seconds)
+            memory["large"].append(rss)
+            memory["small"].append(self.json_cli(small)[1])
+            product, plain = self.arrow_api(table)
+            figures["arrow_api"].append(product)
+            figures["arrow_plain"].append(plain)
+            figures["buffered"].append(self.buffered(table.slice(0, a.buffered_records)))
+            self.log(f"rep {rep + 1}: json cli {seconds:.2f}s ({rss // 1024} MiB), arrow {product:.2f}s vs plain "
+                     f"{plain:.2f}s, buffered {figures['buffered'][-1]:.2f}s")
+        buffered_mb = mb * a.buffered_records / a.records
+        results["json_cli"] = rate(figures["json_cli"])
+        results["arrow_api"] = {**rate(figures["arrow_api"]), "plain": rate(figures["arrow_plain"]),
+                                "ratio_plain_over_product": summarise(
+                                    [p / q for p, q in zip(figures["arrow_plain"], figures["arrow_api"],
+                                                           strict=True)])}
+        results["buffered"] = {**rate(figures["buffered"], a.buffered_records, buffered_mb),
+                               "plain_arrow_append_same_rows": rate(
+                                   [p * a.buffered_records / a.records for p in figures["arrow_plain"]],
+                                   a.buffered_records, buffered_mb)}
+        results["cli_memory_mib"] = {
+            f"{a.records // 5}_records": round(statistics.median(memory["small"]) / 1024),
+            f"{a.records}_records": round(statistics.median(memory["large"]) / 1024)}
+        if not a.skip_spark:
+            self.dataframe(parquet)  # warm-up: JIT and the session's first Iceberg write
+            for rep in range(a.repeats):
+                product, plain = self.dataframe(parquet)
+                figures["dataframe"].append(product)
+                figures["dataframe_plain"].append(plain)
+                self.log(f"rep {rep + 1}: dataframe {product:.2f}s vs plain {plain:.2f}s")
+            results["dataframe"] = {**rate(figures["dataframe"]), "plain": rate(figures["dataframe_plain"]),
+                                    "ratio_plain_over_product": summarise(
+                                        [p / q for p, q in zip(figures["dataframe_plain"], figures["dataframe"],
+                                                               strict=True)])}
+        self.log(f"commit cost over {a.commits} commits")
+        results["commit_cost_ms"] = self.commit_cost(a.commits)
+        return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="producing benchmark (see bench/README.md)")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--buffered-records", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--workdir", default="bench/data/produce")
+    parser.add_argument("--out", default="bench/results/produce.json")
+    args = parser.parse_args()
+    results = Bench(args).run()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
+
