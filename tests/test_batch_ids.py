@@ -150,6 +150,9 @@ def test_an_open_reader_keeps_its_records_through_commits_and_retention_for_its_
     assert topic.refresh().table.metadata.snapshot_by_id(reader.raw_snapshot_id or 0) is None
     now = T0 + 2 * DAY + 10**5
     assert run_retention(lake, "c.lease", now_ms=now).removed_records == 6  # every record the reader saw
+    for i in range(2 * KEEP_SNAPSHOTS):  # more appends after the retention delete, then expiry and orphan cleanup
+        produce_arrow(topic, one(200 + i, T0 + 2 * DAY), now_ms=now + i)
+    run_retention(lake, "c.lease", now_ms=now + 100)
     assert list(reader.records()) == seen  # within its lease: unchanged
     assert list(TopicReader(lake, "c.lease").records()) != seen
     run_retention(lake, "c.lease", now_ms=now + lease + 1)  # past the lease the files may go ...
