@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from compactor import failpoints
 from compactor.errors import InvalidRecordError
@@ -53,12 +54,14 @@ def test_dataframe_offsets_are_dense_in_dataframe_order(spark: SparkSession, lak
 
 def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
     rng = random.Random(11)
-    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 100))) for _ in range(1500)]
-    keys += [b"21", b"foobar", b"", b"abc", b"\xff" * 67]
+    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 100))) for _ in range(800)]  # not UTF-8
+    keys += ["".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(160, 0x10FFFF)]))
+                     for _ in range(rng.randrange(0, 30))).encode("utf-8", "surrogatepass") for _ in range(800)]
+    keys += [b"21", b"foobar", b"", b"abc", b"\xff" * 67, b"\xc0\x80", b"\xed\xa0\x80", "é€𝄞".encode()]
     frame = spark.createDataFrame([(k,) for k in keys] + [(None,)], "key binary").repartition(2)
     for partitions in (1, 4, 7, 1000):
         got = {(bytes(r["key"]) if r["key"] is not None else None): r["p"]
-               for r in murmur2_partition(frame, "key", partitions, "p").collect()}
+               for r in frame.withColumn("p", murmur2_partition(F.col("key"), partitions)).collect()}
         assert got == {**{k: partition_for_key(k, partitions) for k in keys}, None: None}
 
 
@@ -109,7 +112,7 @@ def test_the_spark_reader_keeps_its_files_after_appends_and_retention(spark: Spa
     produce_arrow(topic, pa.table({"key": [b"a", b"b"], "value": [b"1", b"2"], "timestamp_ms": [0, 0]}), now_ms=0)
     frame = read_topic_dataframe(lake, "d.read", ordered=True)
     first = [(r["offset"], bytes(r["value"])) for r in frame.collect()]
-    for i in range(20):  # the snapshot the frame was planned on leaves the table metadata
+    for _ in range(20):  # the snapshot the frame was planned on leaves the table metadata
         produce_arrow(topic, pa.table({"key": [b"c"], "value": [b"n"], "timestamp_ms": [2 * day]}), now_ms=2 * day)
     assert run_retention(lake, "d.read", now_ms=2 * day + 1).removed_records == 2
     # a new query on the frame plans it again (the same Dataset object would reuse its executed plan)

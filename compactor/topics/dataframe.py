@@ -1,8 +1,9 @@
 """``produce_dataframe``: a Spark DataFrame appended to a topic as one atomic batch; executors write the files.
 
 Columns: ``key``, ``value`` (binary or string) and optionally ``partition``, ``timestamp_ms`` (long or
-timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors is
-Spark SQL (Kafka's murmur2 included, ``topics.spark_columns``): no Python runs there.
+timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors runs in
+the JVM (Kafka's murmur2 included: commons-codec's MurmurHash2 for UTF-8 keys, Spark SQL for any other;
+``topics.spark_columns``): no Python runs there.
 
 **Order.** Offsets follow the DataFrame's own order: Spark partition by Spark partition, rows in order within
 each (the order ``df.collect()`` returns), so per topic partition they are dense and in that order. A keyless
@@ -107,7 +108,7 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
                       column("headers", headers_type()).alias("headers"))
     frame = frame.withColumn("_row", F.monotonically_increasing_id())
     frame = frame.withColumn("_pid", F.shiftright(F.col("_row"), ROW_BITS).cast("int"))
-    frame = murmur2_partition(frame, "key", partitions, "_hashed")
+    frame = frame.withColumn("_hashed", murmur2_partition(F.col("key"), partitions))
     position = F.col("_row").bitwiseAND(F.lit((1 << ROW_BITS) - 1))
     round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
     frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))

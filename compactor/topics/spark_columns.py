@@ -1,9 +1,13 @@
 """Kafka's partitioner and the record size as Spark column expressions: JVM-only work on the executors.
 
-``murmur2_partition`` builds Kafka's murmur2 (``topics.partitioner``) from Spark SQL functions: the key's hex
-digits give its bytes, one projection per 4-byte block mixes them, and every 32-bit multiplication is split
-into 16-bit halves on ``bigint`` values, so nothing overflows whether or not ANSI mode is on. No Python runs
-on the executors. Tests check it against the scalar function on random keys.
+``murmur2_partition`` computes Kafka's murmur2 (``topics.partitioner``) in the JVM. Keys that are valid UTF-8
+(the common case) go to ``org.apache.commons.codec.digest.MurmurHash2.hash32(String)`` through Spark's
+``java_method``: the same algorithm with Kafka's seed, over the string's UTF-8 bytes, which are the key's own
+bytes exactly when the key is valid UTF-8 (commons-codec ships with Spark). Any other key is hashed by Spark
+SQL expressions, evaluated for those keys only: the key's hex digits give its bytes, a higher-order
+``aggregate`` mixes its 4-byte blocks (interpreted, about 100 times slower per key), and every 32-bit
+multiplication is split into 16-bit halves on ``bigint`` values, so nothing overflows whether or not ANSI mode
+is on. No Python runs on the executors. Tests check both paths against the scalar function.
 """
 
 from __future__ import annotations
@@ -13,10 +17,9 @@ from typing import TYPE_CHECKING
 from compactor.topics.partitioner import _M, _SEED
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
 
 _TWO_32 = 1 << 32
-UNROLLED_BLOCKS = 16
 _M_LO, _M_HI = _M & 0xFFFF, _M >> 16
 
 
@@ -46,7 +49,7 @@ def _little_endian(big_endian: Column) -> Column:
 
 
 def _block(key: Column, h: Column, i: Column) -> Column:
-    """One round of murmur2 over the little-endian 4-byte block ``i`` (as one expression: for ``aggregate``)."""
+    """One round of murmur2 over the little-endian 4-byte block ``i``."""
     from pyspark.sql import functions as F
 
     k = _mul(_little_endian(_bytes_at(key, i * 4, 4)))
@@ -54,49 +57,35 @@ def _block(key: Column, h: Column, i: Column) -> Column:
     return _xor(_mul(h), k)
 
 
-def murmur2_partition(frame: DataFrame, key: str, partitions: int, out: str) -> DataFrame:
-    """``frame`` with column ``out`` = ``(murmur2(key) & 0x7fffffff) % partitions`` (null for a null key).
-
-    The first ``UNROLLED_BLOCKS`` 4-byte blocks are mixed by one projection each (each references the previous
-    hash by name, so the plan grows linearly and Spark compiles it); longer keys continue in a higher-order
-    ``aggregate`` (interpreted, slower), evaluated only for them.
-    """
+def _finish(key: Column, length: Column, h: Column) -> Column:
+    """The last 1-3 bytes and the final mix (``h`` is a lambda variable, so its many uses cost nothing)."""
     from pyspark.sql import functions as F
 
-    column = F.col(key)
-    length = F.length(column).cast("bigint")
-    blocks = F.floor(length / 4).cast("int")
-    h_name = f"{out}__h"
-    frame = frame.withColumn(h_name, _xor(F.lit(_SEED).cast("bigint"), length))
-    word, mixed = f"{out}__k", f"{out}__m"
-    for j in range(UNROLLED_BLOCKS):
-        # Each intermediate is its own projection, evaluated once (Spark eliminates no common subexpressions
-        # inside a conditional branch, and each 32-bit multiplication references its operand twice).
-        frame = frame.withColumn(word, F.when(blocks > j, _bytes_at(column, F.lit(4 * j), 4)))
-        frame = frame.withColumn(word, _mul(_little_endian(F.col(word))))
-        frame = frame.withColumn(mixed, _mul(_xor(F.col(word), F.shiftright(F.col(word), 24))))
-        frame = frame.withColumn(h_name, F.when(blocks > j, _xor(_mul(F.col(h_name)), F.col(mixed)))
-                                 .otherwise(F.col(h_name)))
-    rest_positions = F.sequence(F.lit(UNROLLED_BLOCKS), blocks - 1)
-    frame = frame.withColumn(h_name, F.when(blocks > UNROLLED_BLOCKS,
-                                            F.aggregate(rest_positions, F.col(h_name),
-                                                        lambda h, i: _block(column, h, i)))
-                             .otherwise(F.col(h_name)))
     rest = length % 4
-    tail = blocks.cast("bigint") * 4
-    zero = F.lit(0).cast("bigint")
-    # the last 1-3 bytes, big-endian as one number, then spread as murmur2 xors them in (little-endian)
-    frame = frame.withColumn(word, F.when(rest > 0, _bytes_at(column, tail, 3)).otherwise(zero))
-    frame = frame.withColumn(word, F.when(rest == 1, F.shiftleft(F.col(word), 16))
-                             .when(rest == 2, F.shiftleft(F.col(word), 8)).otherwise(F.col(word)))
-    frame = frame.withColumn(word, _little_endian(F.col(word)))
-    frame = frame.withColumn(h_name, _xor(F.col(h_name), F.shiftright(F.col(word), 8)))
-    frame = frame.withColumn(h_name, F.when(rest >= 1, _mul(F.col(h_name))).otherwise(F.col(h_name)))
-    frame = frame.withColumn(h_name, _mul(_xor(F.col(h_name), F.shiftright(F.col(h_name), 13))))
-    h = _xor(F.col(h_name), F.shiftright(F.col(h_name), 15))
-    frame = frame.withColumn(out, F.when(F.col(key).isNotNull(),
-                                         (h.bitwiseAND(F.lit(0x7FFFFFFF)) % partitions).cast("int")))
-    return frame.drop(h_name, word, mixed)
+    tail = length - rest
+    # the last bytes as one big-endian number, shifted so that byte j lands where murmur2 xors it in
+    last = F.when(rest > 0, _bytes_at(key, tail, 3)).otherwise(F.lit(0).cast("bigint"))
+    last = F.when(rest == 1, F.shiftleft(last, 16)).when(rest == 2, F.shiftleft(last, 8)).otherwise(last)
+    h = _xor(h, F.shiftright(_little_endian(last), 8))
+    h = F.when(rest >= 1, _mul(h)).otherwise(h)
+    return F.aggregate(F.array(_mul(_xor(h, F.shiftright(h, 13)))), F.lit(0).cast("bigint"),
+                       lambda _, m: _xor(m, F.shiftright(m, 15)))
+
+
+def murmur2_partition(key: Column, partitions: int) -> Column:
+    """``(murmur2(key) & 0x7fffffff) % partitions`` for a binary column (null for a null key)."""
+    from pyspark.sql import functions as F
+
+    text = F.decode(key, "UTF-8")
+    codec = F.call_function("java_method", F.lit("org.apache.commons.codec.digest.MurmurHash2"),
+                            F.lit("hash32"), text).cast("bigint")
+    length = F.length(key).cast("bigint")
+    blocks = F.floor(length / 4).cast("int")
+    positions = F.when(blocks > 0, F.sequence(F.lit(0), blocks - 1)).otherwise(F.array().cast("array<int>"))
+    exact = F.aggregate(positions, _xor(F.lit(_SEED).cast("bigint"), length), lambda h, i: _block(key, h, i),
+                        lambda h: _finish(key, length, h))
+    h = F.when(F.encode(text, "UTF-8") == key, codec).otherwise(exact)
+    return F.when(key.isNotNull(), (h.bitwiseAND(F.lit(0x7FFFFFFF)) % partitions).cast("int"))
 
 
 def record_size(key: Column, value: Column, headers: Column) -> Column:
