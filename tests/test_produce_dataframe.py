@@ -62,7 +62,8 @@ def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
     for partitions in (1, 4, 7, 1000):
         got = {(bytes(r["key"]) if r["key"] is not None else None): r["p"]
                for r in frame.withColumn("p", murmur2_partition(F.col("key"), partitions)).collect()}
-        assert got == {**{k: partition_for_key(k, partitions) for k in keys}, None: None}
+        expected: dict[bytes | None, int | None] = {k: partition_for_key(k, partitions) for k in keys}
+        assert got == {**expected, None: None}
 
 
 @pytest.mark.parametrize("rows_in, message", [
