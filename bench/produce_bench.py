@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.compaction_bench import summarise
 from compactor.lake import Lake
 from compactor.topics.buffered import Producer
 from compactor.topics.dataframe import produce_dataframe
@@ -44,11 +45,6 @@ from compactor.topics.producer import produce_arrow
 VALUE_BYTES = 140
 KEYS = 100_000
 T0 = 1_800_000_000_000
-
-
-def summarise(values: list[float]) -> dict[str, Any]:
-    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4),
-            "max": round(max(values), 4), "runs": [round(v, 4) for v in values]}
 
 
 def records_table(count: int, seed: int) -> pa.Table:
@@ -77,8 +73,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.workdir = Path(args.workdir).resolve()
-        if self.workdir.exists():
-            shutil.rmtree(self.workdir)
+        shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
         self.lake.catalog.create_namespace_if_not_exists("bench")

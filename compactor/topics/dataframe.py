@@ -105,7 +105,8 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
                       column("partition", "bigint").alias("partition"),
                       (stamps.cast("bigint") if "timestamp_ms" in names else F.lit(None).cast("bigint"))
                       .alias("timestamp_ms"),
-                      column("headers", headers_type()).alias("headers"))
+                      F.coalesce(column("headers", headers_type()), F.array().cast(headers_type()))
+                      .alias("headers"))
     frame = frame.withColumn("_row", F.monotonically_increasing_id())
     frame = frame.withColumn("_pid", F.shiftright(F.col("_row"), ROW_BITS).cast("int"))
     frame = frame.withColumn("_hashed", murmur2_partition(F.col("key"), partitions))

@@ -115,9 +115,12 @@ class _PartitionFile:
 def file_rows(batch: pa.RecordBatch, partitions: np.ndarray, offsets: np.ndarray, now_ms: int) -> pa.RecordBatch:
     """Normalised input rows as rows of a data file (the topic's columns; no timestamp means ``now_ms``)."""
     stamps = pc.multiply(batch.column(TIMESTAMP_MS).fill_null(now_ms), 1000).cast(pa.timestamp("us", tz="UTC"))
+    headers = batch.column(HEADERS)
+    if headers.null_count:  # no headers is stored as an empty list (as pyiceberg always wrote it)
+        headers = pa.LargeListArray.from_arrays(headers.offsets, headers.values, type=headers.type)
     return pa.RecordBatch.from_arrays([
         pa.array(partitions, pa.int32()), pa.array(offsets, pa.int64()), stamps,
-        batch.column(KEY), batch.column(VALUE), batch.column(HEADERS),
+        batch.column(KEY), batch.column(VALUE), headers,
     ], schema=FILE_SCHEMA)
 
 
