@@ -69,6 +69,22 @@ def write_jsonl(table: pa.Table, path: Path) -> None:
     path.write_bytes(lines.buffers()[2].to_pybytes()[int(offsets[0]): int(offsets[len(lines)])])
 
 
+# A child's peak RSS counts the memory of the process it was forked from, so a small Python process starts the
+# command and reports the peak of its own child.
+_PEAK = ("import resource, subprocess, sys\n"
+         "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if code == 0 else -code)")
+
+
+def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
+    """Peak resident memory (KiB) of ``command``, which must exit 0."""
+    out = subprocess.run([sys.executable, "-c", _PEAK, *command], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    if int(out) < 0:
+        raise RuntimeError(f"{' '.join(command)} exited {-int(out)}")
+    return int(out)
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -131,15 +147,9 @@ class Bench:
         name = self.topic_name()
         env = {**os.environ, "COMPACTOR_WAREHOUSE": str(self.workdir / "warehouse"), "PYTHONPATH": os.getcwd()}
         started = time.perf_counter()
-        with open(os.devnull, "wb") as sink:
-            proc = subprocess.Popen([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING",
-                                     "produce", name, "--file", str(path)], stdout=sink, env=env)
-            _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode:
-            raise RuntimeError(f"compactor produce exited {proc.returncode}")
-        return elapsed, int(usage.ru_maxrss)
+        peak = peak_rss_kib([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
+                             "--file", str(path)], env)
+        return time.perf_counter() - started, peak
 
     def commit_cost(self, commits: int) -> dict[str, Any]:
         topic = self.lake.topic(self.topic_name())

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bench.produce_bench import peak_rss_kib as bench_peak_rss_kib
 from compactor import failpoints
 from compactor.cli import records as cli_records
 from compactor.cli.main import main
@@ -248,10 +249,9 @@ def test_a_producer_killed_mid_batch_leaves_the_topic_unchanged(lake: Lake, tmp_
 
 
 def peak_rss_kib(lake: Lake, path: Path, name: str) -> int:
-    proc = cli(lake, "produce", name, "--file", str(path), stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return int(usage.ru_maxrss)
+    command = [sys.executable, "-m", "compactor.cli.main", "--warehouse", lake.config.warehouse, "produce", name,
+               "--file", str(path)]
+    return bench_peak_rss_kib(command, {**os.environ, "PYTHONPATH": os.getcwd()})
 
 
 def test_memory_is_bounded_by_the_chunk_not_the_file(lake: Lake, tmp_path: Path) -> None:

@@ -79,7 +79,9 @@ class _PartitionFile:
         self.rows = 0
         self.bytes = 0
         self._stream = table.io.new_output(self.path).create(overwrite=True)
-        self._writer = pq.ParquetWriter(cast(IO[Any], self._stream), schema=FILE_SCHEMA,
+        # No dictionary encoding: values and offsets are unique, keys mostly so, and zstd compresses what
+        # repeats; measured both faster to write and smaller than trying a dictionary per column chunk.
+        self._writer = pq.ParquetWriter(cast(IO[Any], self._stream), schema=FILE_SCHEMA, use_dictionary=False,
                                         **_get_parquet_writer_kwargs(table.metadata.properties))
 
     def write(self, batch: pa.RecordBatch) -> None:
