@@ -7,6 +7,7 @@ rows to a plain Iceberg table by the same engine, CLI memory, and the cost of on
 Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
   json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
   arrow_api     ``produce_arrow`` of an Arrow table                  vs pyiceberg ``append`` of the same table
+                (``--pairs`` pairs, the order alternated, garbage collected before each)
   buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
   dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
   cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
@@ -20,6 +21,7 @@ unpartitioned table: the floor a user would get without offsets, partitions or a
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -111,15 +113,21 @@ class Bench:
 
     # --- pyiceberg figures ---------------------------------------------------------------------------------
 
-    def arrow_api(self, table: pa.Table) -> tuple[float, float]:
+    def arrow_api(self, table: pa.Table, plain_first: bool) -> tuple[float, float]:
+        """One pair: the product's append and the plain one (in the order given, alternated by the caller)."""
         topic = self.lake.topic(self.topic_name())
-        started = time.perf_counter()
-        produce_arrow(topic, table, now_ms=T0)
-        product = time.perf_counter() - started
         plain = self.plain_table()
-        started = time.perf_counter()
-        plain.append(table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])))
-        return product, time.perf_counter() - started
+        columns = table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())]))
+        timings: dict[str, float] = {}
+        for which in (("plain", "product") if plain_first else ("product", "plain")):
+            gc.collect()
+            started = time.perf_counter()
+            if which == "product":
+                produce_arrow(topic, table, now_ms=T0)
+            else:
+                plain.append(columns)
+            timings[which] = time.perf_counter() - started
+        return timings["product"], timings["plain"]
 
     def buffered(self, table: pa.Table) -> float:
         keys, values = table["key"].to_pylist(), table["value"].to_pylist()
@@ -174,19 +182,24 @@ class Bench:
 
     # --- Spark figures -------------------------------------------------------------------------------------
 
-    def dataframe(self, parquet: Path) -> tuple[float, float]:
+    def dataframe(self, parquet: Path, plain_first: bool) -> tuple[float, float]:
+        """One pair: ``produce_dataframe`` and Spark's plain append of the same DataFrame (order alternated)."""
         spark = self.lake.spark()
         df = spark.read.parquet(str(parquet))
         name = self.topic_name()
-        started = time.perf_counter()
-        produce_dataframe(self.lake, name, df, now_ms=T0)
-        product = time.perf_counter() - started
         self.counter += 1
         plain = f"`{self.lake.config.catalog_name}`.bench.plain{self.counter}"
         spark.sql(f"CREATE TABLE {plain} (key BINARY, value BINARY) USING iceberg")
-        started = time.perf_counter()
-        df.writeTo(plain).append()
-        return product, time.perf_counter() - started
+        timings: dict[str, float] = {}
+        for which in (("plain", "product") if plain_first else ("product", "plain")):
+            spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+            started = time.perf_counter()
+            if which == "product":
+                produce_dataframe(self.lake, name, df, now_ms=T0)
+            else:
+                df.writeTo(plain).append()
+            timings[which] = time.perf_counter() - started
+        return timings["product"], timings["plain"]
 
     # --- the run -----------------------------------------------------------------------------------------------
 
@@ -210,18 +223,23 @@ class Bench:
         figures: dict[str, list[float]] = {"json_cli": [], "arrow_api": [], "arrow_plain": [], "buffered": [],
                                            "dataframe": [], "dataframe_plain": []}
         memory: dict[str, list[int]] = {"small": [], "large": []}
-        self.arrow_api(table.slice(0, 10_000))  # warm-up
+        # untimed warm-up pairs at full size: the first appends of a process pay for page faults while the
+        # allocator grows (the product copies each partition's rows, the plain append writes the input as is)
+        for _ in range(2):
+            self.arrow_api(table, False)
         for rep in range(a.repeats):
             seconds, rss = self.json_cli(jsonl)
             figures["json_cli"].append(seconds)
             memory["large"].append(rss)
             memory["small"].append(self.json_cli(small)[1])
-            product, plain = self.arrow_api(table)
+            figures["buffered"].append(self.buffered(table.slice(0, a.buffered_records)))
+            self.log(f"rep {rep + 1}: json cli {seconds:.2f}s ({rss // 1024} MiB), buffered "
+                     f"{figures['buffered'][-1]:.2f}s")
+        for rep in range(a.pairs):
+            product, plain = self.arrow_api(table, plain_first=rep % 2 == 1)
             figures["arrow_api"].append(product)
             figures["arrow_plain"].append(plain)
-            figures["buffered"].append(self.buffered(table.slice(0, a.buffered_records)))
-            self.log(f"rep {rep + 1}: json cli {seconds:.2f}s ({rss // 1024} MiB), arrow {product:.2f}s vs plain "
-                     f"{plain:.2f}s, buffered {figures['buffered'][-1]:.2f}s")
+            self.log(f"pair {rep + 1}: arrow {product:.2f}s vs plain {plain:.2f}s")
         buffered_mb = mb * a.buffered_records / a.records
         results["json_cli"] = rate(figures["json_cli"])
         results["arrow_api"] = {**rate(figures["arrow_api"]), "plain": rate(figures["arrow_plain"]),
@@ -236,9 +254,9 @@ class Bench:
             f"{a.records // 5}_records": round(statistics.median(memory["small"]) / 1024),
             f"{a.records}_records": round(statistics.median(memory["large"]) / 1024)}
         if not a.skip_spark:
-            self.dataframe(parquet)  # warm-up: JIT and the session's first Iceberg write
+            self.dataframe(parquet, False)  # warm-up: JIT and the session's first Iceberg write
             for rep in range(a.repeats):
-                product, plain = self.dataframe(parquet)
+                product, plain = self.dataframe(parquet, plain_first=rep % 2 == 1)
                 figures["dataframe"].append(product)
                 figures["dataframe_plain"].append(plain)
                 self.log(f"rep {rep + 1}: dataframe {product:.2f}s vs plain {plain:.2f}s")
@@ -257,6 +275,7 @@ def main() -> None:
     parser.add_argument("--buffered-records", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=7, help="Arrow API / plain append pairs (cheap; noisy)")
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--workdir", default="bench/data/produce")

@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 from compactor import failpoints
 from compactor.errors import InputError, InvalidRecordError
 from compactor.lake import Lake
-from compactor.topics.partitioner import murmur2, murmur2_array, partition_for_key, partitions_for_keys
+from compactor.topics.partitioner import (
+    PARALLEL_KEYS,
+    murmur2,
+    murmur2_array,
+    partition_for_key,
+    partitions_for_keys,
+)
 from compactor.topics.producer import produce, produce_arrow
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
@@ -49,6 +55,13 @@ def test_vectorised_murmur2_agrees_with_the_scalar_one(keys: list[bytes | None],
     assert hashes.tolist() == [murmur2(k if k is not None else b"") for k in keys]
     assert partitions_for_keys(array, partitions).tolist() == [
         partition_for_key(k if k is not None else b"", partitions) for k in keys]
+
+
+def test_large_key_arrays_are_hashed_in_parallel_slices_with_the_same_result() -> None:
+    keys = pa.array([f"user-{i}".encode() for i in range(PARALLEL_KEYS + 12_345)], pa.large_binary())
+    expected = (murmur2_array(keys) & 0x7FFFFFFF) % 9
+    assert np.array_equal(partitions_for_keys(keys, 9), expected)
+    assert partitions_for_keys(keys, 9)[-1] == partition_for_key(f"user-{len(keys) - 1}".encode(), 9)
 
 
 def test_vectorised_murmur2_matches_kafka_vectors() -> None:

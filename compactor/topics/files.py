@@ -14,10 +14,7 @@ whatever the batch size.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
-import os
-import threading
 import uuid
 from collections.abc import Sequence
 from typing import IO, Any, cast
@@ -42,6 +39,7 @@ from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.topics.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
 from compactor.topics.plan import Grouping
+from compactor.topics.workers import pool
 
 # The topic's Arrow schema with Parquet field ids, so Iceberg readers map columns by id.
 FILE_SCHEMA = schema_to_pyarrow(ts.TOPIC_SCHEMA)
@@ -50,20 +48,6 @@ DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
 MAX_OPEN_FILES = 64
 REWRITE_CHUNK_ROWS = 65_536
 log = logging.getLogger(__name__)
-
-
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _writers() -> concurrent.futures.ThreadPoolExecutor:
-    """One pool per process for writing the files of a batch's partitions side by side."""
-    global _POOL  # noqa: PLW0603
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
-                                                          thread_name_prefix="compactor-write")
-        return _POOL
 
 
 class _PartitionFile:
@@ -190,7 +174,7 @@ class StagedFiles:
             if len(work) == 1:
                 write(*work[0])
                 return
-            for future in [_writers().submit(write, *item) for item in work]:
+            for future in [pool().submit(write, *item) for item in work]:
                 future.result()
 
     def finish(self) -> None:

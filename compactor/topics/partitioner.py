@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from compactor.topics.workers import cores, pool
+
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
@@ -106,5 +108,17 @@ def murmur2_array(keys: pa.Array) -> np.ndarray:
 
 
 def partitions_for_keys(keys: pa.Array, partitions: int) -> np.ndarray:
-    """``partition_for_key`` of every value of a binary Arrow array (int32; nulls get the partition of ``b""``)."""
-    return ((murmur2_array(keys) & np.int32(0x7FFFFFFF)) % np.int32(partitions)).astype(np.int32)
+    """``partition_for_key`` of every value of a binary Arrow array (int32; nulls get the partition of ``b""``).
+
+    Large arrays are hashed in slices side by side (numpy releases the GIL while it works).
+    """
+    if len(keys) < PARALLEL_KEYS or cores() < 2:
+        hashes = murmur2_array(keys)
+    else:
+        step = -(-len(keys) // cores())
+        hashes = np.concatenate(list(pool().map(murmur2_array, [keys.slice(i, step)
+                                                                for i in range(0, len(keys), step)])))
+    return ((hashes & np.int32(0x7FFFFFFF)) % np.int32(partitions)).astype(np.int32)
+
+
+PARALLEL_KEYS = 200_000
