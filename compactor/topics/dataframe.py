@@ -17,10 +17,9 @@ with nothing committed.
 1. **Count** (one aggregation over narrow columns): rows and bytes per (Spark partition, topic partition), and
    the first bad row of each kind (partition out of range, oversized record, timestamp out of range, null
    header key). A bad row fails the batch before anything is written, naming its Spark partition and position.
-2. **Write**: each Spark partition sorts its rows locally by (topic partition, input position) (no shuffle)
-   and numbers them; a literal map of per-(Spark partition, topic partition) bases turns the number into the
-   offset, so each task writes, per topic partition, one file with a contiguous offset range. The
-   files go to a private staging table whose data path is the topic's data directory.
+2. **Write** (``topics.spark_stage``): each Spark partition sorts its rows locally by (topic partition, input
+   position), numbers them and writes, per topic partition, one file with a contiguous offset range into a
+   private staging table whose data path is the topic's data directory.
 3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
    commit with the new ``N_p`` (``topics.append``), exactly like every other append. On a lost race the write
    runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
@@ -29,58 +28,23 @@ with nothing committed.
 
 from __future__ import annotations
 
-import contextlib
 import time
-import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pyiceberg.manifest import DataFile
-from pyiceberg.table import Table
 
-from compactor import properties as props
-from compactor import schema as ts
 from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
-from compactor.config import LakeConfig
 from compactor.errors import InputError, InvalidRecordError
-from compactor.iceberg.bounds import file_bound
-from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.storage import delete_prefix
 from compactor.topics.append import DEFAULT_ATTEMPTS, check_batch_id, commit_batch, committed_entry, round_robin_start
 from compactor.topics.batch_ids import BatchIdRecord
 from compactor.topics.placements import same_batch
 from compactor.topics.producer import BatchSummary, batch_summary
 from compactor.topics.spark_columns import headers_type, murmur2_partition, record_size
+from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
-STAGING_INFIX = "__producing_"
-
-
-class LakeLike(Protocol):
-    """What the DataFrame producer needs from a ``compactor.lake.Lake``."""
-
-    config: LakeConfig
-
-    @property
-    def catalog(self) -> Any: ...
-
-    def spark(self) -> SparkSession: ...
-
-    def topic(self, name: str) -> Topic: ...
-
-
-@dataclass(frozen=True)
-class _Counts:
-    """Rows and bytes per (Spark partition, topic partition), from the counting pass."""
-
-    cells: dict[tuple[int, int], int]
-    sizes: np.ndarray
-    counts: np.ndarray
+    from pyspark.sql import DataFrame
 
 
 def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
@@ -116,7 +80,7 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     return frame.withColumn("_size", record_size(F.col("key"), F.col("value"), F.col("headers"))).drop("_hashed")
 
 
-def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> _Counts:
+def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> Counts:
     """The counting pass; raises ``InvalidRecordError`` for the first bad row (nothing is written)."""
     from pyspark.sql import functions as F
 
@@ -155,7 +119,7 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> _Counts
     for row in rows:
         counts[int(row["_p"])] += int(row["n"])
         sizes[int(row["_p"])] += int(row["bytes"] or 0)
-    return _Counts(cells, sizes, counts)
+    return Counts(cells, sizes, counts)
 
 
 def _message(name: str, row: Any, partitions: int, max_message_bytes: int) -> str:
@@ -167,123 +131,6 @@ def _message(name: str, row: Any, partitions: int, max_message_bytes: int) -> st
     if name == "timestamp":
         return f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {row['value_timestamp']}"
     return "a header key must be a string"
-
-
-class _SparkStage:
-    """The ``Staged`` protocol over files written by Spark into a staging table (see the module docstring)."""
-
-    def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: _Counts, rr_start: int,
-                 now_ms: int) -> None:
-        self.lake = lake
-        self.topic = topic
-        self.frame = frame
-        self.cells = counted.cells
-        self.counts = counted.counts
-        self.sizes = counted.sizes
-        self.rr_start = rr_start
-        self.now_ms = now_ms
-        self._base: np.ndarray | None = None
-        self._files: list[DataFile] = []
-        self._staging: list[tuple[str, str]] = []  # (identifier, location) of staging tables to drop
-
-    def staged_base(self) -> np.ndarray:
-        return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
-
-    def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
-        touched = np.nonzero(self.counts)[0]
-        if self._base is not None and np.array_equal(self._base[touched], base[touched]):
-            return self._files
-        self._delete_files()
-        self._files = self._write(table, base)
-        self._base = base.copy()
-        return self._files
-
-    def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
-        from pyspark.sql import functions as F
-
-        identifier = self._create_staging(table)
-        offsets_of = []
-        before = np.zeros(len(self.counts), np.int64)
-        for pid in sorted({pid for pid, _ in self.cells}):
-            start_in_task = 0
-            for p in sorted(p for q, p in self.cells if q == pid):
-                n = self.cells[(pid, p)]
-                offsets_of.append((pid, p, int(base[p] + before[p]) - start_in_task - (pid << ROW_BITS)))
-                before[p] += n
-                start_in_task += n
-        # A literal map (Spark partition * P + topic partition -> base), not a join: a join makes Spark infer
-        # constraints through every projection of the murmur2 chain, which blows up its expression trees.
-        cells = F.create_map(*[F.lit(x) for pid, p, offset in offsets_of
-                               for x in (pid * len(self.counts) + p, offset)])
-        numbered = (self.frame.sortWithinPartitions("_p", "_row")
-                    .withColumn("_i", F.monotonically_increasing_id()))
-        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * len(self.counts) + F.col("_p"))
-        out = numbered.select(
-            F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
-            F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
-            F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS))
-        catalog = self.lake.config.catalog_name
-        out.writeTo(f"`{catalog}`." + ".".join(f"`{part}`" for part in identifier.split("."))) \
-            .option("check-nullability", "false").option("distribution-mode", "none").append()
-        with translate_storage_errors(f"reading the staged files of {self.topic.name}"):
-            staged = self.lake.catalog.load_table(identifier)
-            files = [task.file for task in staged.scan().plan_files()]
-        self._check(files, base)
-        return files
-
-    def _create_staging(self, table: Table) -> str:
-        name = f"{self.topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
-        identifier = ".".join((*self.topic.name.namespace, name))
-        location = f"{self.lake.config.warehouse.rstrip('/')}/_compactor_staging/{name}"
-        data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
-        with translate_storage_errors(f"creating a staging table for {self.topic.name}"):
-            self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
-                                           partition_spec=ts.TOPIC_PARTITION_SPEC,
-                                           properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
-                                                       "write.spark.fanout.enabled": "false"})
-        self._staging.append((identifier, location))
-        return identifier
-
-    def _check(self, files: list[DataFile], base: np.ndarray) -> None:
-        """Every partition's files must hold exactly ``[base_p, base_p + count_p)``, each a contiguous range."""
-        by_partition: dict[int, list[tuple[int, int, int]]] = {}
-        for data_file in files:
-            lo = file_bound(data_file.lower_bounds, ts.OFFSET_FIELD_ID, "long")
-            hi = file_bound(data_file.upper_bounds, ts.OFFSET_FIELD_ID, "long")
-            if lo is None or hi is None:
-                raise InputError("a staged file lacks offset statistics")
-            by_partition.setdefault(int(data_file.partition[0]), []).append((lo, hi, int(data_file.record_count)))
-        for p in range(len(self.counts)):
-            expected = int(base[p])
-            for lo, hi, n in sorted(by_partition.get(p, [])):
-                if lo != expected or hi - lo + 1 != n:
-                    break
-                expected = hi + 1
-            if expected != int(base[p] + self.counts[p]) or sum(n for *_, n in by_partition.get(p, [])) != \
-                    int(self.counts[p]):
-                self._delete_files(files)
-                raise InputError(
-                    "the DataFrame returned different rows when written than when counted (it is not "
-                    "deterministic): sort it, read it from files or cache() it; nothing was written")
-
-    def _delete_files(self, files: list[DataFile] | None = None) -> None:
-        for data_file in files if files is not None else self._files:
-            with contextlib.suppress(Exception):
-                self.topic.table.io.delete(data_file.file_path)
-        if files is None:
-            self._files = []
-
-    def discard(self) -> None:
-        self._delete_files()
-        self.drop_staging()
-
-    def drop_staging(self) -> None:
-        for identifier, location in self._staging:
-            with contextlib.suppress(Exception):
-                self.lake.catalog.drop_table(identifier)
-            with contextlib.suppress(Exception):
-                delete_prefix(self.lake.config, location)
-        self._staging = []
 
 
 def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
@@ -309,7 +156,7 @@ def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batc
         entry_base, entry_counts = replaying.arrays(partitions)
         same_batch(counted.counts, entry_counts)
         return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
-    stage = _SparkStage(lake, target, frame, counted, rr_start, now)
+    stage = SparkStage(lake, target, frame, counted, rr_start, now)
     started = time.monotonic()
     try:
         committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,
