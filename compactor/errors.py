@@ -37,11 +37,12 @@ class InvalidSettingError(InputError):
 
 
 class InvalidRecordError(InputError):
-    """A record of a produce batch is malformed; carries the 1-based line number when known."""
+    """A record of a produce batch is malformed; carries its 1-based line (JSON Lines) or row number when known."""
 
-    def __init__(self, message: str, line: int | None = None) -> None:
+    def __init__(self, message: str, line: int | None = None, unit: str = "line") -> None:
         self.line = line
-        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.unit = unit
+        super().__init__(f"{unit} {line}: {message}" if line is not None else message)
 
 
 class BatchIdConflictError(InputError):

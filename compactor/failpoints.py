@@ -11,6 +11,8 @@ A point is enabled with the environment variable ``COMPACTOR_FAILPOINTS`` (for s
 
 Points of a compaction run, in order: ``after-plan``, ``after-phase-1``, ``after-delete``, ``after-write``,
 ``before-commit``, ``after-commit``. Retention: ``retention-after-delete``, ``retention-before-expire``.
+Producing: ``produce-after-chunk`` (a chunk of the batch is in its data files), ``produce-before-commit``,
+``produce-after-commit``.
 """
 
 from __future__ import annotations

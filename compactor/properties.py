@@ -23,6 +23,9 @@ LOG_START_BYTES_PROPERTY = "compactor.log-start-bytes"
 CURSOR_MIRROR_PROPERTY = "compactor.compaction-cursor"
 # When retention first saw the policy without 'compact' (the compacted view is dropped a lease later).
 COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
+# The durable record of committed batch ids (idempotent producing): recent entries inline, older ones in segment
+# files it lists (topics.batch_ids). Changes in the same commit as each append.
+BATCH_IDS_PROPERTY = "compactor.batch-ids"
 
 # Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with
 # offsets computed from an older snapshot would duplicate offsets; the producer retries itself instead.
@@ -39,7 +42,8 @@ TOPIC_TABLE_PROPERTIES = {
 }
 RESERVED_PROPERTIES = frozenset({MARKER_PROPERTY, PARTITIONS_PROPERTY, NEXT_OFFSETS_PROPERTY,
                                  LOG_START_OFFSETS_PROPERTY, LOGICAL_BYTES_PROPERTY, LOG_START_BYTES_PROPERTY,
-                                 CURSOR_MIRROR_PROPERTY, COMPACT_OFF_SINCE_PROPERTY, *TOPIC_TABLE_PROPERTIES})
+                                 CURSOR_MIRROR_PROPERTY, COMPACT_OFF_SINCE_PROPERTY, BATCH_IDS_PROPERTY,
+                                 *TOPIC_TABLE_PROPERTIES})
 
 # --- table properties of the compacted table ----------------------------------------------------------
 COMPACTED_OF_PROPERTY = "compactor.compacted-of"
@@ -61,7 +65,7 @@ SUMMARY_OPERATION = "compactor.operation"   # produce, retention, ...
 SUMMARY_NOW = "compactor.now-ms"            # the command's clock: expiry ages use it, never commit times
 SUMMARY_COMMIT_ID = "compactor.commit-id"   # identifies one append attempt, to learn an ambiguous outcome
 SUMMARY_BATCH_ID = "compactor.batch-id"     # the producer's idempotence key
-SUMMARY_BATCH = "compactor.batch"           # the batch's offsets plan: base, counts, round-robin start, bytes
+SUMMARY_BATCH = "compactor.batch"           # (older topics) the batch's offsets plan: base, counts, round-robin start
 SUMMARY_BASE = "compactor.base"             # the empty snapshot first compaction runs branch from
 
 # --- snapshot summary properties of a cursor (SEMANTICS section 3) -------------------------------------------

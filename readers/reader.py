@@ -34,7 +34,7 @@ from compactor.errors import (
 from compactor.iceberg.bounds import file_bound, task_range
 from compactor.iceberg.catalog import first_line
 from compactor.iceberg.expressions import partition_range, ranges
-from compactor.iceberg.scan import TaskReader
+from compactor.iceberg.scan import TaskReader, tasks_matching
 from compactor.schema import TIMESTAMP_FIELD_ID
 from compactor.topics.naming import TopicName
 from compactor.topics.records import Record
@@ -95,6 +95,10 @@ class TopicReader:
         self.log_start_offsets = offsets.log_start_offsets
         snapshot = self._raw_table.current_snapshot()
         self.raw_snapshot_id: int | None = snapshot.snapshot_id if snapshot else None
+        # The raw files are planned now, at open: later appends drop older snapshots' metadata entries
+        # (topics.snapshots) and expiry keeps only the *files* of snapshots replaced within the lease, so an
+        # open reader must not need R's manifests later, only its data files.
+        self._raw_tasks: list[FileScanTask] = self._plan_raw()
         self.cursor: Cursor | None = None
         self._compacted_table: Table | None = None
         self._end: tuple[int, ...] = self.next_offsets
@@ -193,6 +197,31 @@ class TopicReader:
             out.append(Segment(partition, start, end, False))
         return out
 
+    def _plan_raw(self) -> list[FileScanTask]:
+        if self.raw_snapshot_id is None:
+            return []
+        try:
+            return list(self._raw_table.scan(snapshot_id=self.raw_snapshot_id).plan_files())
+        except (OSError, ValueError) as exc:
+            if _is_missing_file(exc):
+                raise SnapshotExpiredError(f"raw snapshot {self.raw_snapshot_id} of {self.name} is no longer "
+                                           f"readable (expired?): {first_line(exc)}") from exc
+            raise
+
+    @property
+    def raw_files(self) -> list[FileScanTask]:
+        """The raw data files pinned at open (every file of the raw snapshot ``R``)."""
+        return list(self._raw_tasks)
+
+    def _tasks(self, compacted: bool, scan: Any, row_filter: BooleanExpression | None = None) -> list[FileScanTask]:
+        """Tasks of the pinned snapshot that may match ``row_filter``: raw ones from the files pinned at open,
+        compacted ones planned now (the cursor's snapshot is protected while it is retained)."""
+        if compacted:
+            return list(scan.plan_files())
+        if row_filter is None:
+            return list(self._raw_tasks)
+        return tasks_matching(self._raw_table.schema(), self._raw_tasks, row_filter)
+
     def _table_for(self, segment: Segment) -> tuple[Any, int | None]:
         if segment.compacted:
             assert self.cursor is not None
@@ -209,7 +238,7 @@ class TopicReader:
         if extra_filter is not None:
             row_filter = And(row_filter, extra_filter)
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=columns or ("*",))
-        tasks = list(scan.plan_files())
+        tasks = self._tasks(segment.compacted, scan, row_filter)
         return TaskReader(table, tasks, row_filter, scan.projection()), tasks
 
     def segment_batches(self, segment: Segment, columns: tuple[str, ...] | None = None,
@@ -244,7 +273,7 @@ class TopicReader:
             return
         row_filter = partition_range(segment.partition, segment.lo, segment.hi)
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=(ts.OFFSET, ts.TIMESTAMP))
-        tasks = [t for t in scan.plan_files()
+        tasks = [t for t in self._tasks(segment.compacted, scan, row_filter)
                  if (file_bound(t.file.upper_bounds, TIMESTAMP_FIELD_ID, "ts") or threshold_us) >= threshold_us]
         yield from ordered_batches(TaskReader(table, tasks, row_filter, scan.projection()), tasks)
 
@@ -286,7 +315,7 @@ class TopicReader:
         table, snapshot_id = self._table_for(Segment(0, 0, 0, compacted))
         scan = table.scan(snapshot_id=snapshot_id, selected_fields=("*",))
         tasks = []
-        for task in scan.plan_files():
+        for task in self._tasks(compacted, scan):
             partition = int(task.file.partition[0])
             if partition not in chosen:
                 continue

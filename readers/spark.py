@@ -1,11 +1,13 @@
 """The Spark reader: a topic's raw or compacted view as a DataFrame, for jobs that consume topics on a cluster.
 
 Planning is the Python reader's (``TopicReader``): it pins the cursor ``C`` and then the raw snapshot ``R``,
-validates and resolves start positions (offsets, timestamps, reset policy, as-of cursor) and splits each
-partition into segments. Spark then reads each table once, at its pinned snapshot id, filtered to the
-segments' ``(partition, offset)`` ranges, so Iceberg prunes files by partition and offset statistics exactly
-as the Python reader does. The two reads are unioned; the result holds exactly the records the Python reader
-returns for the same arguments (tests compare them).
+plans ``R``'s data files, validates and resolves start positions (offsets, timestamps, reset policy, as-of
+cursor) and splits each partition into segments. Spark reads the compacted table at the cursor's snapshot id
+(protected while the cursor is retained), and the raw rows from the data files planned at open, as Parquet:
+later appends drop older raw snapshots' metadata entries, and Spark re-plans a snapshot id every time the
+DataFrame is evaluated, whereas the files themselves stay for the reader's lease. Both reads are filtered to
+the segments' ``(partition, offset)`` ranges and unioned; the result holds exactly the records the Python
+reader returns for the same arguments (tests compare them).
 
 A DataFrame has no order of its own: pass ``ordered=True`` to sort by ``(partition, offset)`` (a shuffle), or
 sort downstream only where order matters (``repartition("partition").sortWithinPartitions("offset")``).
@@ -18,10 +20,15 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from compactor import schema as ts
+from compactor.iceberg.bounds import task_range
 from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 from readers.positions import ResetPolicy, StartSpec
-from readers.reader import TopicReader
+from readers.reader import Segment, TopicReader
+
+# The raw data files' columns as Spark reads them from Parquet (every raw file has exactly these).
+RAW_FILE_SCHEMA = ("`partition` INT, `offset` BIGINT, `timestamp` TIMESTAMP, `key` BINARY, `value` BINARY, "
+                   "`headers` ARRAY<STRUCT<`key`: STRING, `value`: BINARY>>")
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -59,20 +66,38 @@ def dataframe_of(lake: Lake, reader: TopicReader, *, ordered: bool = False) -> D
     catalog = lake.config.catalog_name
     segments = [s for p in range(reader.partitions) for s in reader.segments(p)]
     parts: list[DataFrame] = []
-    for compacted in (True, False):
-        chosen = [s for s in segments if s.compacted == compacted]
-        snapshot_id = (reader.cursor.snapshot_id if reader.cursor else None) if compacted else reader.raw_snapshot_id
-        condition = offset_ranges((s.partition, s.lo, s.hi) for s in chosen)
-        if condition is None or snapshot_id is None:
-            continue
-        frame = (spark.read.format("iceberg").option("snapshot-id", str(snapshot_id))
-                 .load(reader.name.spark_identifier(catalog, compacted=compacted)))
+    compacted = [s for s in segments if s.compacted]
+    condition = offset_ranges((s.partition, s.lo, s.hi) for s in compacted)
+    if condition is not None and reader.cursor is not None:
+        frame = (spark.read.format("iceberg").option("snapshot-id", str(reader.cursor.snapshot_id))
+                 .load(reader.name.spark_identifier(catalog, compacted=True)))
+        parts.append(frame.where(condition).select(*ts.COLUMNS))
+    raw = [s for s in segments if not s.compacted]
+    condition = offset_ranges((s.partition, s.lo, s.hi) for s in raw)
+    paths = _raw_paths(reader, raw)
+    if condition is not None and paths:
+        frame = spark.read.schema(RAW_FILE_SCHEMA).parquet(*paths)
         parts.append(frame.where(condition).select(*ts.COLUMNS))
     if not parts:  # nothing to read: an empty frame with the topic's columns
         parts.append(spark.read.format("iceberg").load(reader.name.spark_identifier(catalog))
                      .select(*ts.COLUMNS).where("false"))
     result = reduce(lambda a, b: a.unionByName(b), parts)
     return result.orderBy(ts.PARTITION, ts.OFFSET) if ordered else result
+
+
+def _raw_paths(reader: TopicReader, segments: list[Segment]) -> list[str]:
+    """The pinned raw files that can hold rows of ``segments`` (by partition and offset statistics)."""
+    wanted = {s.partition: (s.lo, s.hi) for s in segments}
+    out = []
+    for task in reader.raw_files:
+        partition = int(task.file.partition[0])
+        if partition not in wanted:
+            continue
+        first, last = task_range(task)
+        lo, hi = wanted[partition]
+        if last >= lo and first < hi:
+            out.append(task.file.file_path)
+    return out
 
 
 __all__ = ["dataframe_of", "read_topic_dataframe"]

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.table import Transaction
 
+from compactor import failpoints
 from compactor.config import LakeConfig
 from compactor.errors import AppendConflictError, BatchIdConflictError, InvalidRecordError
 from compactor.lake import Lake
@@ -112,42 +111,42 @@ def test_batch_id_makes_resending_idempotent(lake: Lake) -> None:
         produce(topic, batch[:2], batch_id="batch-1")
 
 
-def test_lost_race_replans_offsets_never_reuses_them(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lost_race_replans_offsets_never_reuses_them(lake: Lake) -> None:
     topic = lake.create_topic("a.t")
     rival = lake.topic("a.t")
-    real_commit = Transaction.commit_transaction
     races = {"left": 2}
 
-    def racing_commit(self: Transaction) -> Any:
+    def rival_commits_first() -> None:
         if races["left"] > 0:
             races["left"] -= 1
-            monkeypatch.setattr(Transaction, "commit_transaction", real_commit)
-            produce(rival.refresh(), [ProducerRecord(b"rival", b"r")])
-            monkeypatch.setattr(Transaction, "commit_transaction", racing_commit)
-        return real_commit(self)
+            with failpoints.enabled({"produce-before-commit": lambda: None}):
+                produce(rival.refresh(), [ProducerRecord(b"rival", b"r")])
 
-    monkeypatch.setattr(Transaction, "commit_transaction", racing_commit)
-    result = produce(topic, [ProducerRecord(b"me", b"m1"), ProducerRecord(b"me", b"m2")])
-    monkeypatch.setattr(Transaction, "commit_transaction", real_commit)
+    with failpoints.enabled({"produce-before-commit": rival_commits_first}):
+        result = produce(topic, [ProducerRecord(b"me", b"m1"), ProducerRecord(b"me", b"m2")])
     assert result.attempts == 3
     assert result.offsets == [(0, 2), (0, 3)]
     assert [(r["offset"], r["value"]) for r in rows(topic)] == [(0, b"r"), (1, b"r"), (2, b"m1"), (3, b"m2")]
-    # the losing attempts' data files were removed, not left behind
+    # the losing attempts' data files were removed (the rebased batch wrote new ones), not left behind
     data_dir = Path(topic.table.metadata.location.replace("file://", "")) / "data"
     assert len(list(data_dir.rglob("*.parquet"))) == 3
 
 
-def test_append_conflict_after_bound_writes_nothing(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_append_conflict_after_bound_writes_nothing(lake: Lake) -> None:
     topic = lake.create_topic("a.t")
+    rival = lake.topic("a.t")
 
-    def always_lose(self: Transaction) -> Any:
-        raise CommitFailedException("simulated: table has been updated by another process")
+    def always_lose() -> None:
+        with failpoints.enabled({"produce-before-commit": lambda: None}):
+            produce(rival.refresh(), [ProducerRecord(b"rival", b"r")])
 
-    monkeypatch.setattr(Transaction, "commit_transaction", always_lose)
-    with pytest.raises(AppendConflictError, match="append conflict"):
+    with failpoints.enabled({"produce-before-commit": always_lose}), \
+            pytest.raises(AppendConflictError, match="append conflict"):
         produce(topic, [ProducerRecord(b"k", b"v")], max_attempts=3)
-    monkeypatch.undo()
-    assert topic.refresh().snapshot is None
+    stored = rows(topic)
+    assert [r["value"] for r in stored] == [b"r"] * 3  # only the rival's three appends
+    data_dir = Path(topic.table.metadata.location.replace("file://", "")) / "data"
+    assert len(list(data_dir.rglob("*.parquet"))) == 3
 
 
 def _producer_process(config: LakeConfig, worker: int, batches: int, size: int,

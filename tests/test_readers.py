@@ -30,11 +30,12 @@ HOUR = 3_600_000
 NOW = 20 * 24 * HOUR
 
 
-def raw_at(lake: Lake, name: str, snapshot_id: int | None) -> list[Record]:
-    """Every record of the raw snapshot ``snapshot_id`` (what ``R`` holds), in partition, offset order."""
-    if snapshot_id is None:
+def raw_at(reader: TopicReader) -> list[Record]:
+    """Every record of the reader's pinned raw snapshot ``R``, in partition, offset order (read through the table
+    metadata the reader opened on: later appends drop older snapshots' entries from the current metadata)."""
+    if reader.raw_snapshot_id is None:
         return []
-    table = lake.topic(name).table.scan(snapshot_id=snapshot_id).to_arrow()
+    table = reader.topic.table.scan(snapshot_id=reader.raw_snapshot_id).to_arrow()
     table = table.sort_by([(ts.PARTITION, "ascending"), (ts.OFFSET, "ascending")])
     return [r for batch in table.to_batches() for r in batch_to_records(batch)]
 
@@ -99,7 +100,7 @@ def test_reader_invariant_and_pinning_under_concurrent_produce_and_compact(spark
     assert not errors, errors
     assert any(r.cursor is not None for r, _ in opened), "some reader should have read through a cursor"
     for reader, first_read in opened:
-        pinned_raw = raw_at(lake, "c.t", reader.raw_snapshot_id)
+        pinned_raw = raw_at(reader)
         if reader.read_compacted:
             check_invariant(first_read, pinned_raw)
         else:

@@ -1,38 +1,118 @@
-"""``compactor produce`` and ``compactor read``: records in and out as JSON Lines (no Spark)."""
+"""``compactor produce`` and ``compactor read``: records in and out (no Spark).
+
+``produce`` streams its input (JSON Lines, Parquet or Arrow IPC) in bounded chunks into the data files of one
+atomic batch and commits once (SEMANTICS section 1: one produce is one atomic batch), so memory is bounded by
+a chunk, not by the file. ``--batch-records N`` instead commits every N records as its own atomic batch, with
+batch ids ``ID.0``, ``ID.1``, ... derived from ``--batch-id``: re-running the same command after a failure then
+skips the batches that committed and appends the rest.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import sys
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from compactor.cli.common import add_now_ms, lake_of
 from compactor.errors import InputError, UsageError
-from compactor.topics.producer import produce as produce_batch
-from compactor.topics.records import parse_lines, write_jsonl
+from compactor.progress import Progress
+from compactor.topics.placements import Placements
+from compactor.topics.producer import BatchOutcome, produce_stream
+from compactor.topics.records import write_jsonl
+from compactor.topics.sources import FORMATS, read_source, split
 from readers.positions import merge_starts, parse_pairs
 from readers.reader import TopicReader
 
 
 def produce(args: argparse.Namespace) -> int:
+    """Stream the input into one atomic batch (or one per ``--batch-records`` rows) and print where each
+    record landed (JSON Lines input) or one summary per batch (columnar input, or ``--output summary``)."""
     topic = lake_of(args).topic(args.name)  # an unknown topic is reported before the input is read
-    if args.file:
-        try:
-            with open(args.file, encoding="utf-8") as handle:
-                parsed = list(parse_lines(handle))
-        except OSError as exc:
-            raise InputError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{args.file} is not UTF-8 text: {exc}") from None
-    else:
-        parsed = list(parse_lines(sys.stdin))
-    result = produce_batch(topic, [r for _, r in parsed], batch_id=args.batch_id, now_ms=args.now_ms,
-                           line_numbers=[n for n, _ in parsed])
-    out = sys.stdout
-    for partition, offset in result.offsets:
-        out.write(f'{{"partition": {partition}, "offset": {offset}}}\n')
-    out.flush()
+    if args.batch_records is not None and args.batch_records < 1:
+        raise UsageError("--batch-records must be at least 1")
+    output = args.output or ("records" if args.format == "jsonl" else "summary")
+    source = args.file or "standard input"
+    progress = Progress("produce", str(topic.name))
+    try:
+        with contextlib.ExitStack() as stack:
+            stream: BinaryIO | None = None
+            if args.format != "parquet":
+                stream = stack.enter_context(open(args.file, "rb")) if args.file else _stdin()
+            chunks = read_source(args.format, stream, args.file, source)
+            groups = split(chunks, args.batch_records) if args.batch_records else iter([chunks])
+            for number, group in enumerate(groups):
+                batch_id = args.batch_id
+                if batch_id is not None and args.batch_records:
+                    batch_id = f"{batch_id}.{number}"
+                outcome = produce_stream(topic, group, batch_id=batch_id, now_ms=args.now_ms,
+                                         keep_offsets=args.keep_offsets, placements=Placements(spool=True),
+                                         on_chunk=_reporter(progress))
+                _print(outcome, output)
+                if outcome.records >= PROGRESS_RECORDS:
+                    progress.phase("committed", records=outcome.records, batch_id=batch_id,
+                                   duplicate=bool(outcome.committed and outcome.committed.duplicate))
+    except OSError as exc:
+        raise InputError(f"cannot read {source}: {exc.strerror or exc}") from None
     return 0
+
+
+def _stdin() -> BinaryIO:
+    """Standard input as bytes (an embedding program may have replaced it by a text stream)."""
+    binary = getattr(sys.stdin, "buffer", None)
+    if binary is not None:
+        return cast(BinaryIO, binary)
+    return io.BytesIO(sys.stdin.read().encode("utf-8"))
+
+
+PROGRESS_RECORDS = 100_000
+PROGRESS_EVERY_S = 2.0
+
+
+def _reporter(progress: Progress) -> Callable[[int], None]:
+    """Progress on standard error for large inputs: at most one line every ``PROGRESS_EVERY_S`` seconds."""
+    last = [time.monotonic()]
+
+    def report(rows: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            progress.phase("staging", "records written to the batch's data files", records=rows)
+
+    return report
+
+
+def _print(outcome: BatchOutcome, output: str) -> None:
+    out = sys.stdout
+    if output == "summary":
+        if outcome.committed is not None:
+            out.write(json.dumps(outcome.summary().as_json()) + "\n")
+        out.flush()
+        return
+    out.flush()
+    binary = sys.stdout.buffer
+    for partitions, offsets in outcome.resolve():
+        binary.write(placement_lines(partitions, offsets))
+    binary.flush()
+    outcome.placements.close()
+
+
+def placement_lines(partitions: Any, offsets: Any) -> memoryview:
+    """``{"partition": P, "offset": O}`` lines for arrays of partitions and offsets, built by Arrow."""
+    text = pc.binary_join_element_wise('{"partition": ', pa.array(partitions).cast(pa.string()), ', "offset": ',
+                                       pa.array(offsets).cast(pa.string()), "}\n", "")
+    if len(text) == 0:
+        return memoryview(b"")
+    value_offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset: text.offset + len(text) + 1]
+    return memoryview(text.buffers()[2])[int(value_offsets[0]): int(value_offsets[-1])]
 
 
 def read(args: argparse.Namespace) -> int:
@@ -49,10 +129,19 @@ def read(args: argparse.Namespace) -> int:
 
 
 def register(verbs: Any) -> None:
-    producing = verbs.add_parser("produce", help="append JSON Lines records as one atomic batch")
+    producing = verbs.add_parser("produce", help="append records (JSON Lines, Parquet or Arrow) as one atomic batch")
     producing.add_argument("name")
-    producing.add_argument("--file", help="JSON Lines input (default: standard input)")
-    producing.add_argument("--batch-id", help="idempotence key: re-sending a committed batch appends nothing")
+    producing.add_argument("--file", help="input file (default: standard input; Parquet needs a file)")
+    producing.add_argument("--format", choices=FORMATS, default="jsonl",
+                           help="JSON Lines (default), or Parquet / Arrow IPC with the record columns")
+    producing.add_argument("--batch-id", help="idempotence key: re-sending a committed batch appends nothing "
+                           "(within producer.id.expiration.ms)")
+    producing.add_argument("--keep-offsets", action="store_true",
+                           help="mirror: keep the offsets the input carries; they must continue each partition")
+    producing.add_argument("--batch-records", type=int, metavar="N",
+                           help="commit every N records as its own atomic batch (batch ids ID.0, ID.1, ...)")
+    producing.add_argument("--output", choices=["records", "summary"],
+                           help="print partition/offset per record (jsonl default) or one summary per batch")
     add_now_ms(producing)
     producing.set_defaults(handler=produce)
 

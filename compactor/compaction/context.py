@@ -51,10 +51,13 @@ class RunContext:
         apply_settings(self.spark, self.layout, grouped=grouped)
 
     def raw_range(self) -> DataFrame:
-        """The raw rows of the new range ``[H_p(C), H_p)`` at the pinned snapshot ``S``."""
+        """The raw rows of the new range ``[H_p(C), H_p)`` of the pinned snapshot ``S``, read from the current
+        ``main``: the rows of that range never change once in ``S`` (offsets are never reused, and retention
+        stays below every retained cursor's horizon), and appends may drop ``S``'s metadata entry meanwhile
+        (``topics.snapshots``), so Spark could not find ``S`` by id."""
         condition = offset_ranges((p, lo, hi) for p, (lo, hi) in self.plan.ranges.items())
         assert condition is not None, "raw_range() needs a range"
-        return read_table(self.spark, self.name.spark_identifier(self.catalog_name), self.plan.raw_snapshot_id,
+        return read_table(self.spark, self.name.spark_identifier(self.catalog_name), None,
                           self.layout.raw_split_bytes).where(condition)
 
     def view_at_cursor(self) -> DataFrame:

@@ -125,11 +125,16 @@ def commit(
 
 
 def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...],
-         landed: Callable[[TableMetadata], bool], what: str) -> None:
-    """``catalog.commit_table`` with the failure classification described in the module docstring."""
+         landed: Callable[[TableMetadata], bool], what: str) -> Table | None:
+    """``catalog.commit_table`` with the failure classification described in the module docstring.
+
+    Returns the table as committed when the catalog says so (``None`` when the commit was only learned by
+    re-reading the table after an ambiguous failure).
+    """
     try:
-        catalog.commit_table(table, requirements, updates)
-        return
+        response = catalog.commit_table(table, requirements, updates)
+        return Table(identifier=table.name(), metadata=response.metadata,
+                     metadata_location=response.metadata_location, io=table.io, catalog=catalog)
     except CommitFailedException as exc:
         raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
     except (ValueError, ValidationError) as exc:
@@ -145,7 +150,7 @@ def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, .
             f"{what} failed with '{first_line(failure)}' and the table could not be re-read to learn whether it "
             f"committed ('{first_line(reload_exc)}'); re-running is safe") from failure
     if landed(current.metadata):
-        return
+        return None
     if is_storage_failure(failure):
         raise storage_error(what, failure) from failure
     raise failure

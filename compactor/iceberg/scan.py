@@ -15,7 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
+from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 
 # Files read ahead of the consumer: up to PREFETCH_FILES at once, and no more than PREFETCH_BYTES of (compressed)
@@ -81,3 +83,10 @@ def stream_tasks(work: Sequence[tuple[TaskReader, FileScanTask]]) -> Iterator[li
             batches = future.result()
             fill()
             yield batches
+
+
+def tasks_matching(schema: Schema, tasks: Sequence[FileScanTask], row_filter: BooleanExpression) -> list[FileScanTask]:
+    """The tasks whose file statistics say they may hold rows matching ``row_filter`` (the test pyiceberg's own
+    planning applies to manifest entries), for tasks planned earlier (files pinned at a reader's open)."""
+    evaluator = _InclusiveMetricsEvaluator(schema, row_filter)
+    return [task for task in tasks if evaluator.eval(task.file)]

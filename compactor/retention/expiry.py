@@ -13,11 +13,15 @@ A snapshot is expired iff it is not protected and both hold:
   that pinned it while it was current may still be reading).
 
 Protected: the head of every ref (``main``, retained cursor tags, live staging branches, the base branch)
-and every retained cursor's snapshot. Then every file that only expired snapshots referenced (data files,
-delete files, manifests, manifest lists) is deleted, and orphans (files under the table's location that no
+and every retained cursor's snapshot. (Appends drop the metadata entries of older raw *append* snapshots
+themselves, keeping the parent of every retention delete, so the files a delete removed stay referenced,
+and are deleted here, only once that parent is expired by the rules above; see ``topics.snapshots``.)
+Then every file that only expired snapshots referenced (data files, delete files, manifests, manifest lists)
+is deleted, and orphans (files under the table's location that no
 snapshot references, such as the output of a crashed run) once they are older than
 ``compaction.orphan-min-age-ms`` by the storage's own clock (file modification time: real time, since a
-writer that is still running must not lose its files).
+writer that is still running must not lose its files). The segment files of a topic's batch-id record are
+never orphans while the table's properties list them.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import send
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.results import JsonResult
+from compactor.topics.batch_ids import record_files
 
 
 @dataclass
@@ -222,6 +227,7 @@ def remove_orphans(config: LakeConfig, table: Table, min_age_ms: int) -> tuple[i
     metadata = table.metadata
     live |= {_normalise(entry.metadata_file) for entry in metadata.metadata_log}
     live.add(_normalise(table.metadata_location))
+    live |= {_normalise(path) for path in record_files(metadata.properties)}  # the batch-id record's segments
     cutoff = time.time() * 1000 - min_age_ms
     orphans: dict[str, int] = {}
     with translate_storage_errors(f"listing the files of {table.name()}"):

@@ -6,6 +6,11 @@ so a key lands in the same partition it would in Kafka with the same partition c
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+
+from compactor.topics.workers import cores, pool
+
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
@@ -40,3 +45,80 @@ def murmur2(data: bytes) -> int:
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a non-null ``key``."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+# --- the vectorised form: one numpy pass per 4-byte block position, no Python object per key -------------
+
+_M32 = np.uint32(_M)
+_BYTE_STEPS = np.arange(4, dtype=np.int64)
+
+
+def _binary_parts(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, lengths, data)`` of a binary Arrow array (null entries get length 0)."""
+    if not (pa.types.is_binary(keys.type) or pa.types.is_large_binary(keys.type)):
+        keys = keys.cast(pa.large_binary())
+    count = len(keys)
+    offset_type = np.int64 if pa.types.is_large_binary(keys.type) else np.int32
+    buffers = keys.buffers()
+    offsets = np.frombuffer(buffers[1], offset_type)[keys.offset: keys.offset + count + 1].astype(np.int64)
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    if keys.null_count:
+        lengths = np.where(keys.is_valid().to_numpy(zero_copy_only=False), lengths, 0)
+    return offsets[:-1], lengths, data
+
+
+def murmur2_array(keys: pa.Array) -> np.ndarray:
+    """Kafka's murmur2 of every value of a binary Arrow array, as signed 32-bit integers (nulls hash as ``b""``).
+
+    Keys are processed block position by block position. Sorted by length descending, the keys that still have
+    a 4-byte block at position ``j`` form a prefix, so each step works on a slice rather than gathered indices.
+    """
+    if len(keys) == 0:
+        return np.zeros(0, np.int32)
+    starts, lengths, data = _binary_parts(keys)
+    with np.errstate(over="ignore"):
+        h = np.uint32(_SEED) ^ lengths.astype(np.uint32)
+        blocks = lengths >> 2
+        order = np.argsort(-blocks, kind="stable")
+        sorted_starts, sorted_blocks = starts[order], blocks[order]
+        sorted_h = h[order]
+        # how many keys have more than j blocks, for every block position j
+        active = np.searchsorted(-sorted_blocks, -np.arange(int(sorted_blocks[0])), side="left")
+        for j, n in enumerate(active.tolist()):
+            # one gather of 4 consecutive bytes per key, read as a little-endian uint32
+            k = data[(sorted_starts[:n] + 4 * j)[:, None] + _BYTE_STEPS].view("<u4").ravel()
+            k *= _M32
+            k ^= k >> np.uint32(24)
+            k *= _M32
+            sorted_h[:n] = (sorted_h[:n] * _M32) ^ k
+        h[order] = sorted_h
+        tail = starts + (blocks << 2)
+        rest = lengths & 3
+        last = max(len(data) - 1, 0)
+        padded = data if len(data) else np.zeros(1, np.uint8)
+        for extra, shift in ((2, 16), (1, 8), (0, 0)):
+            byte = padded[np.minimum(tail + extra, last)].astype(np.uint32) << np.uint32(shift)
+            h ^= np.where(rest > extra, byte, np.uint32(0))
+        h = np.where(rest > 0, h * _M32, h)
+        h ^= h >> np.uint32(13)
+        h *= _M32
+        h ^= h >> np.uint32(15)
+    return h.view(np.int32)
+
+
+def partitions_for_keys(keys: pa.Array, partitions: int) -> np.ndarray:
+    """``partition_for_key`` of every value of a binary Arrow array (int32; nulls get the partition of ``b""``).
+
+    Large arrays are hashed in slices side by side (numpy releases the GIL while it works).
+    """
+    if len(keys) < PARALLEL_KEYS or cores() < 2:
+        hashes = murmur2_array(keys)
+    else:
+        step = -(-len(keys) // cores())
+        hashes = np.concatenate(list(pool().map(murmur2_array, [keys.slice(i, step)
+                                                                for i in range(0, len(keys), step)])))
+    return ((hashes & np.int32(0x7FFFFFFF)) % np.int32(partitions)).astype(np.int32)
+
+
+PARALLEL_KEYS = 200_000

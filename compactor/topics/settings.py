@@ -100,6 +100,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "compaction is due when dirty / (clean + dirty) exceeds this"),
     SettingSpec("max.message.bytes", "max_message_bytes", "1048588", _long(0, 2147483647),
                 "the largest record accepted (key + value + headers)"),
+    SettingSpec("producer.id.expiration.ms", "producer_id_expiration_ms", "86400000", _long(0),
+                "how long a committed batch id is remembered: re-sending it within this window appends nothing"),
     SettingSpec("compaction.null-key", "compaction_null_key", NULL_KEY_DROP, _parse_null_key,
                 "'drop' removes keyless records from the compacted view (Kafka); 'retain' keeps them (Pulsar)"),
     SettingSpec("compaction.cursor.retain-ms", "cursor_retain_ms", "3600000", _long(0),
@@ -128,6 +130,7 @@ class TopicSettings:
     max_compaction_lag_ms: int
     min_cleanable_dirty_ratio: float
     max_message_bytes: int
+    producer_id_expiration_ms: int
     compaction_null_key: str
     cursor_retain_ms: int
     orphan_min_age_ms: int

@@ -67,6 +67,12 @@ class Topic:
         self.table = table
         return self
 
+    def adopt(self, table: Table) -> Topic:
+        """Use ``table`` (this topic's table as a commit just returned it) instead of re-reading the catalog."""
+        check_is_topic(self.name, table)
+        self.table = table
+        return self
+
     @property
     def properties(self) -> Mapping[str, str]:
         return self.table.metadata.properties

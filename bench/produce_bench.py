@@ -1,0 +1,292 @@
+"""Producing benchmark (BENCHMARK.md, "Producing"): every producer path against a plain append of the same
+rows to a plain Iceberg table by the same engine, CLI memory, and the cost of one small commit as a topic ages.
+
+    .venv/bin/python -m bench.produce_bench                            # 1M records, 3 repetitions (~15 min)
+    .venv/bin/python -m bench.produce_bench --records 200000 --repeats 1 --commits 300   # quick
+
+Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
+  json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
+  arrow_api     ``produce_arrow`` of an Arrow table                  vs pyiceberg ``append`` of the same table
+                (``--pairs`` pairs, the order alternated, garbage collected before each)
+  buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
+  dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
+  cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
+  commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000 and 2,000 of one topic's
+                life, one simulated second apart (median of the 11 commits around each point)
+
+MB/s counts logical bytes (key + value). The plain appends write the input's own columns (key, value) to an
+unpartitioned table: the floor a user would get without offsets, partitions or atomic batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bench.compaction_bench import summarise
+from compactor.lake import Lake
+from compactor.topics.buffered import Producer
+from compactor.topics.dataframe import produce_dataframe
+from compactor.topics.producer import produce_arrow
+
+VALUE_BYTES = 140
+KEYS = 100_000
+T0 = 1_800_000_000_000
+
+
+def records_table(count: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    keys = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
+                                       pa.array(rng.integers(0, KEYS * 4, count).astype(str)).cast(pa.binary()), b"")
+    raw = rng.integers(97, 123, size=count * VALUE_BYTES, dtype=np.uint8).tobytes()
+    values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(VALUE_BYTES), count, [None, pa.py_buffer(raw)])
+    return pa.table({"key": keys, "value": values.cast(pa.binary())})
+
+
+def logical_bytes(table: pa.Table) -> int:
+    return sum(int(pc.sum(pc.binary_length(table[c])).as_py() or 0) for c in ("key", "value"))
+
+
+def write_jsonl(table: pa.Table, path: Path) -> None:
+    """The records as JSON Lines (keys and values are plain ASCII, so no escaping is needed)."""
+    keys = table["key"].combine_chunks().cast(pa.string())
+    values = table["value"].combine_chunks().cast(pa.string())
+    lines = pc.binary_join_element_wise('{"key": "', keys, '", "value": "', values, '"}\n', "").cast(pa.large_string())
+    offsets = np.frombuffer(lines.buffers()[1], np.int64)
+    path.write_bytes(lines.buffers()[2].to_pybytes()[int(offsets[0]): int(offsets[len(lines)])])
+
+
+# A child's peak RSS counts the memory of the process it was forked from, so a small Python process starts the
+# command and reports the peak of its own child.
+_PEAK = ("import resource, subprocess, sys\n"
+         "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if code == 0 else -code)")
+
+
+def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
+    """Peak resident memory (KiB) of ``command``, which must exit 0."""
+    out = subprocess.run([sys.executable, "-c", _PEAK, *command], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    if int(out) < 0:
+        raise RuntimeError(f"{' '.join(command)} exited {-int(out)}")
+    return int(out)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir = Path(args.workdir).resolve()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.mkdir(parents=True)
+        self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
+        self.lake.catalog.create_namespace_if_not_exists("bench")
+        self.counter = 0
+
+    def log(self, message: str) -> None:
+        print(f"[bench] {message}", flush=True)
+
+    def topic_name(self) -> str:
+        self.counter += 1
+        name = f"bench.t{self.counter}"
+        self.lake.create_topic(name, partitions=self.args.partitions)
+        return name
+
+    def plain_table(self) -> Any:
+        self.counter += 1
+        return self.lake.catalog.create_table(f"bench.plain{self.counter}", schema=pa.schema(
+            [("key", pa.large_binary()), ("value", pa.large_binary())]))
+
+    # --- pyiceberg figures ---------------------------------------------------------------------------------
+
+    def arrow_api(self, table: pa.Table, plain_first: bool) -> tuple[float, float]:
+        """One pair: the product's append and the plain one (in the order given, alternated by the caller)."""
+        topic = self.lake.topic(self.topic_name())
+        plain = self.plain_table()
+        columns = table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())]))
+        timings: dict[str, float] = {}
+        for which in (("plain", "product") if plain_first else ("product", "plain")):
+            gc.collect()
+            started = time.perf_counter()
+            if which == "product":
+                produce_arrow(topic, table, now_ms=T0)
+            else:
+                plain.append(columns)
+            timings[which] = time.perf_counter() - started
+        return timings["product"], timings["plain"]
+
+    def buffered(self, table: pa.Table) -> float:
+        keys, values = table["key"].to_pylist(), table["value"].to_pylist()
+        topic = self.lake.topic(self.topic_name())
+        threads = 4
+        started = time.perf_counter()
+        with Producer(self.lake, topic, linger_ms=20, clock=lambda: T0) as producer:
+            def work(part: int) -> None:
+                send = producer.send
+                for i in range(part, len(keys), threads):
+                    send(values[i], keys[i])
+
+            workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            producer.flush()
+        elapsed = time.perf_counter() - started
+        assert sum(self.lake.topic(topic.name).offsets().next_offsets) == len(keys)
+        return elapsed
+
+    def json_cli(self, path: Path) -> tuple[float, int]:
+        """Wall time and peak RSS (KiB) of one ``compactor produce`` subprocess."""
+        name = self.topic_name()
+        env = {**os.environ, "COMPACTOR_WAREHOUSE": str(self.workdir / "warehouse"), "PYTHONPATH": os.getcwd()}
+        started = time.perf_counter()
+        peak = peak_rss_kib([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
+                             "--file", str(path)], env)
+        return time.perf_counter() - started, peak
+
+    def commit_cost(self, commits: int) -> dict[str, Any]:
+        topic = self.lake.topic(self.topic_name())
+        times = []
+        for i in range(commits):
+            data = pa.table({"key": [f"k{i}".encode()], "value": [b"v" * VALUE_BYTES]})
+            started = time.perf_counter()
+            produce_arrow(topic, data, batch_id=f"commit-{i}", now_ms=T0 + i * 1000)
+            times.append(time.perf_counter() - started)
+            if (i + 1) % 500 == 0:
+                self.log(f"commit cost: {i + 1} commits")
+        out: dict[str, Any] = {}
+        for at in (1, 100, 1000, 2000):
+            if at <= commits:
+                window = times[max(0, at - 6): at + 5]
+                out[str(at)] = round(statistics.median(window) * 1000, 1)
+        metadata = topic.table.metadata
+        out["snapshots_in_metadata"] = len(metadata.snapshots)
+        out["manifests"] = len(topic.table.current_snapshot().manifests(topic.table.io))  # type: ignore[union-attr]
+        out["metadata_json_bytes"] = len(metadata.model_dump_json())
+        return out
+
+    # --- Spark figures -------------------------------------------------------------------------------------
+
+    def dataframe(self, parquet: Path, plain_first: bool) -> tuple[float, float]:
+        """One pair: ``produce_dataframe`` and Spark's plain append of the same DataFrame (order alternated)."""
+        spark = self.lake.spark()
+        df = spark.read.parquet(str(parquet))
+        name = self.topic_name()
+        self.counter += 1
+        plain = f"`{self.lake.config.catalog_name}`.bench.plain{self.counter}"
+        spark.sql(f"CREATE TABLE {plain} (key BINARY, value BINARY) USING iceberg")
+        timings: dict[str, float] = {}
+        for which in (("plain", "product") if plain_first else ("product", "plain")):
+            spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+            started = time.perf_counter()
+            if which == "product":
+                produce_dataframe(self.lake, name, df, now_ms=T0)
+            else:
+                df.writeTo(plain).append()
+            timings[which] = time.perf_counter() - started
+        return timings["product"], timings["plain"]
+
+    # --- the run -----------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        a = self.args
+        table = records_table(a.records, 1)
+        mb = logical_bytes(table) / 1e6
+        results: dict[str, Any] = {"records": a.records, "partitions": a.partitions, "logical_mb": round(mb, 1)}
+        jsonl = self.workdir / "records.jsonl"
+        write_jsonl(table, jsonl)
+        small = self.workdir / "small.jsonl"
+        write_jsonl(table.slice(0, a.records // 5), small)
+        parquet = self.workdir / "records.parquet"
+        pq.write_table(table, parquet)
+
+        def rate(seconds: list[float], records: int = a.records, megabytes: float = mb) -> dict[str, Any]:
+            median = statistics.median(seconds)
+            return {"seconds": summarise(seconds), "records_per_s": round(records / median),
+                    "mb_per_s": round(megabytes / median, 1)}
+
+        figures: dict[str, list[float]] = {"json_cli": [], "arrow_api": [], "arrow_plain": [], "buffered": [],
+                                           "dataframe": [], "dataframe_plain": []}
+        memory: dict[str, list[int]] = {"small": [], "large": []}
+        # untimed warm-up pairs at full size: the first appends of a process pay for page faults while the
+        # allocator grows (the product copies each partition's rows, the plain append writes the input as is)
+        for _ in range(2):
+            self.arrow_api(table, False)
+        for rep in range(a.repeats):
+            seconds, rss = self.json_cli(jsonl)
+            figures["json_cli"].append(seconds)
+            memory["large"].append(rss)
+            memory["small"].append(self.json_cli(small)[1])
+            figures["buffered"].append(self.buffered(table.slice(0, a.buffered_records)))
+            self.log(f"rep {rep + 1}: json cli {seconds:.2f}s ({rss // 1024} MiB), buffered "
+                     f"{figures['buffered'][-1]:.2f}s")
+        for rep in range(a.pairs):
+            product, plain = self.arrow_api(table, plain_first=rep % 2 == 1)
+            figures["arrow_api"].append(product)
+            figures["arrow_plain"].append(plain)
+            self.log(f"pair {rep + 1}: arrow {product:.2f}s vs plain {plain:.2f}s")
+        buffered_mb = mb * a.buffered_records / a.records
+        results["json_cli"] = rate(figures["json_cli"])
+        results["arrow_api"] = {**rate(figures["arrow_api"]), "plain": rate(figures["arrow_plain"]),
+                                "ratio_plain_over_product": summarise(
+                                    [p / q for p, q in zip(figures["arrow_plain"], figures["arrow_api"],
+                                                           strict=True)])}
+        results["buffered"] = {**rate(figures["buffered"], a.buffered_records, buffered_mb),
+                               "plain_arrow_append_same_rows": rate(
+                                   [p * a.buffered_records / a.records for p in figures["arrow_plain"]],
+                                   a.buffered_records, buffered_mb)}
+        results["cli_memory_mib"] = {
+            f"{a.records // 5}_records": round(statistics.median(memory["small"]) / 1024),
+            f"{a.records}_records": round(statistics.median(memory["large"]) / 1024)}
+        if not a.skip_spark:
+            self.dataframe(parquet, False)  # warm-up: JIT and the session's first Iceberg write
+            for rep in range(a.repeats):
+                product, plain = self.dataframe(parquet, plain_first=rep % 2 == 1)
+                figures["dataframe"].append(product)
+                figures["dataframe_plain"].append(plain)
+                self.log(f"rep {rep + 1}: dataframe {product:.2f}s vs plain {plain:.2f}s")
+            results["dataframe"] = {**rate(figures["dataframe"]), "plain": rate(figures["dataframe_plain"]),
+                                    "ratio_plain_over_product": summarise(
+                                        [p / q for p, q in zip(figures["dataframe_plain"], figures["dataframe"],
+                                                               strict=True)])}
+        self.log(f"commit cost over {a.commits} commits")
+        results["commit_cost_ms"] = self.commit_cost(a.commits)
+        return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="producing benchmark (see bench/README.md)")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--buffered-records", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=7, help="Arrow API / plain append pairs (cheap; noisy)")
+    parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--workdir", default="bench/data/produce")
+    parser.add_argument("--out", default="bench/results/produce.json")
+    args = parser.parse_args()
+    results = Bench(args).run()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,173 @@
+"""``produce_dataframe``: a Spark DataFrame appended to a topic as one atomic batch; executors write the files.
+
+Columns: ``key``, ``value`` (binary or string) and optionally ``partition``, ``timestamp_ms`` (long or
+timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors runs in
+the JVM (Kafka's murmur2 included: commons-codec's MurmurHash2 for UTF-8 keys, Spark SQL for any other;
+``topics.spark_columns``): no Python runs there.
+
+**Order.** Offsets follow the DataFrame's own order: Spark partition by Spark partition, rows in order within
+each (the order ``df.collect()`` returns), so per topic partition they are dense and in that order. A keyless
+row (without a partition) goes to ``(start + Spark partition + its position in the Spark partition) % P``:
+round-robin over row positions, so keyless rows alone are spread exactly evenly; ``start`` derives from the
+batch id (or the log end), as for every batch. The DataFrame is
+evaluated twice (a narrow counting pass, then the write), so it must be deterministic: sort it, or read it
+from files, or ``cache()`` it; the written files are checked against the counts and a mismatch is an error
+with nothing committed.
+
+1. **Count** (one aggregation over narrow columns): rows and bytes per (Spark partition, topic partition), and
+   the first bad row of each kind (partition out of range, oversized record, timestamp out of range, null
+   header key). A bad row fails the batch before anything is written, naming its Spark partition and position.
+2. **Write** (``topics.spark_stage``): each Spark partition sorts its rows locally by (topic partition, input
+   position), numbers them and writes, per topic partition, one file with a contiguous offset range into a
+   private staging table whose data path is the topic's data directory.
+3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
+   commit with the new ``N_p`` (``topics.append``), exactly like every other append. On a lost race the write
+   runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
+   run leaves it behind, and its unreferenced data files are removed by orphan cleanup.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
+from compactor.errors import InputError, InvalidRecordError
+from compactor.topics.append import DEFAULT_ATTEMPTS, check_batch_id, commit_batch, committed_entry, round_robin_start
+from compactor.topics.batch_ids import BatchIdRecord
+from compactor.topics.placements import same_batch
+from compactor.topics.producer import BatchSummary, batch_summary
+from compactor.topics.spark_columns import headers_type, murmur2_partition, record_size
+from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage
+from compactor.topics.topic import Topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
+    """The input with typed columns, its position ``_row``, Spark partition ``_pid``, topic partition ``_p``
+    and record size ``_size``. A keyless row without a partition takes ``(start + Spark partition + its
+    position in the Spark partition) % partitions``: round-robin over row positions."""
+    from pyspark.sql import functions as F
+
+    names = set(df.columns)
+    unknown = sorted(names - {"key", "value", "partition", "timestamp_ms", "headers"})
+    if unknown:
+        raise InputError(f"unknown column(s): {', '.join(unknown)} (allowed: key, value, partition, timestamp_ms, "
+                         "headers)")
+
+    def column(name: str, kind: str) -> Any:
+        return F.col(name).cast(kind) if name in names else F.lit(None).cast(kind)
+
+    stamps = F.col("timestamp_ms")
+    if "timestamp_ms" in names and dict(df.dtypes)["timestamp_ms"].startswith("timestamp"):
+        stamps = F.unix_millis(F.col("timestamp_ms"))
+    frame = df.select(column("key", "binary").alias("key"), column("value", "binary").alias("value"),
+                      column("partition", "bigint").alias("partition"),
+                      (stamps.cast("bigint") if "timestamp_ms" in names else F.lit(None).cast("bigint"))
+                      .alias("timestamp_ms"),
+                      F.coalesce(column("headers", headers_type()), F.array().cast(headers_type()))
+                      .alias("headers"))
+    frame = frame.withColumn("_row", F.monotonically_increasing_id())
+    frame = frame.withColumn("_pid", F.shiftright(F.col("_row"), ROW_BITS).cast("int"))
+    frame = frame.withColumn("_hashed", murmur2_partition(F.col("key"), partitions))
+    position = F.col("_row").bitwiseAND(F.lit((1 << ROW_BITS) - 1))
+    round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
+    frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))
+    return frame.withColumn("_size", record_size(F.col("key"), F.col("value"), F.col("headers"))).drop("_hashed")
+
+
+def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> Counts:
+    """The counting pass; raises ``InvalidRecordError`` for the first bad row (nothing is written)."""
+    from pyspark.sql import functions as F
+
+    def first(condition: Any) -> Any:
+        return F.min(F.when(condition, F.col("_row")))
+
+    checks = {
+        "partition": (F.col("partition").isNotNull()
+                      & ((F.col("partition") < 0) | (F.col("partition") >= partitions))),
+        "size": F.col("_size") > max_message_bytes,
+        "timestamp": F.col("timestamp_ms").isNotNull()
+        & ((F.col("timestamp_ms") < 0) | (F.col("timestamp_ms") > MAX_TIMESTAMP_MS)),
+        "header": F.coalesce(F.exists(F.col("headers"), lambda h: h.getField("key").isNull()), F.lit(False)),
+    }
+    rows = (frame.groupBy("_pid", "_p")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("_size").alias("bytes"),
+                 *[first(c).alias(f"bad_{name}") for name, c in checks.items()],
+                 *[F.max(F.when(checks[name], F.col(column))).alias(f"value_{name}")
+                   for name, column in (("partition", "partition"), ("size", "_size"),
+                                        ("timestamp", "timestamp_ms"))])
+            .collect())
+    problems: list[tuple[int, str]] = []
+    for row in rows:
+        for name in checks:
+            bad = row[f"bad_{name}"]
+            if bad is not None:
+                problems.append((int(bad), _message(name, row, partitions, max_message_bytes)))
+    if problems:
+        position, message = min(problems)
+        spark_partition, index = position >> ROW_BITS, position & ((1 << ROW_BITS) - 1)
+        raise InvalidRecordError(f"{message} (Spark partition {spark_partition}, row {index + 1} of that "
+                                 "partition); nothing was written")
+    cells = {(int(r["_pid"]), int(r["_p"])): int(r["n"]) for r in rows}
+    counts = np.zeros(partitions, np.int64)
+    sizes = np.zeros(partitions, np.int64)
+    for row in rows:
+        counts[int(row["_p"])] += int(row["n"])
+        sizes[int(row["_p"])] += int(row["bytes"] or 0)
+    return Counts(cells, sizes, counts)
+
+
+def _message(name: str, row: Any, partitions: int, max_message_bytes: int) -> str:
+    if name == "partition":
+        return (f"partition {row['value_partition']} is out of range: the topic has {partitions} partition(s) "
+                f"(0..{partitions - 1})")
+    if name == "size":
+        return f"a record of {row['value_size']} bytes exceeds max.message.bytes ({max_message_bytes})"
+    if name == "timestamp":
+        return f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {row['value_timestamp']}"
+    return "a header key must be a string"
+
+
+def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
+                      now_ms: int | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> BatchSummary:
+    """Append the rows of ``df`` to ``topic`` as one atomic batch (see the module docstring)."""
+    now = resolve_now_ms(now_ms)
+    check_batch_id(batch_id)
+    target = topic if isinstance(topic, Topic) else lake.topic(topic)
+    settings = target.settings
+    state = target.offsets()
+    partitions = state.partitions
+    table = target.table
+    replaying = None
+    if batch_id is not None:
+        replaying = committed_entry(table, BatchIdRecord.of(table.metadata.properties), batch_id, now,
+                                    settings.producer_id_expiration_ms)
+    rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
+    frame = _prepare(df, partitions, rr_start)
+    counted = _count(frame, partitions, settings.max_message_bytes)
+    if int(counted.counts.sum()) == 0:
+        return BatchSummary(batch_id, 0, False, None, 0)
+    if replaying is not None:
+        entry_base, entry_counts = replaying.arrays(partitions)
+        same_batch(counted.counts, entry_counts)
+        return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
+    stage = SparkStage(lake, target, frame, counted, rr_start, now)
+    started = time.monotonic()
+    try:
+        committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,
+                                 operation="produce-dataframe", max_attempts=max_attempts, staged_at=started,
+                                 stale_after_s=0.0)
+    finally:
+        stage.drop_staging()
+    if committed.duplicate:
+        same_batch(counted.counts, committed.counts)
+    return batch_summary(batch_id, committed.base, committed.counts, committed.snapshot_id, committed.duplicate,
+                    committed.attempts)
+
+
+__all__ = ["produce_dataframe"]

@@ -1,0 +1,107 @@
+"""Streaming JSON Lines input in chunks: Arrow's JSON reader for the common case, the exact parser otherwise.
+
+The input is read in blocks of whole lines (``BLOCK_BYTES``), so memory is bounded by one block whatever the
+file size. Each block is first parsed by pyarrow's JSON reader against the record schema (text keys, values
+and header values; integer partition, timestamp and offset). That reader refuses everything the record format
+leaves to the exact parser (``{"base64": ...}`` objects, headers given as an object, wrong types, unknown or
+duplicate fields, invalid JSON), and a block it accepts is also checked to hold one record per non-blank line
+(pyarrow would accept two objects on one line). Any doubt sends the block to ``records.parse_lines``, which
+decodes it record by record and reports the exact line of the first bad record, as it always has.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+
+from compactor.errors import InputError
+from compactor.topics.columns import RowNumbers, normalise, records_to_batch
+from compactor.topics.records import parse_lines
+
+BLOCK_BYTES = 4 * 1024 * 1024
+_FAST_SCHEMA = pa.schema([
+    ("key", pa.string()), ("value", pa.string()), ("partition", pa.int64()), ("timestamp_ms", pa.int64()),
+    ("headers", pa.list_(pa.list_(pa.string()))), ("offset", pa.int64()),
+])
+_PARSE_OPTIONS = pj.ParseOptions(explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="error",
+                                 newlines_in_values=False)
+
+
+def blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """Whole-line blocks of ``stream`` with the line number of each block's first line."""
+    carry = b""
+    line = 1
+    while True:
+        data = stream.read(block_bytes)
+        if not data:
+            break
+        data = carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        block, carry = data[:cut + 1], data[cut + 1:]
+        yield block, line
+        line += block.count(b"\n")
+    if carry:
+        yield carry, line
+
+
+def content_lines(block: bytes, first_line: int) -> np.ndarray:
+    """Line numbers of the block's lines that hold something other than JSON whitespace (one pass: the maximum
+    of "is content" over each line's bytes, trailing newline included, so no line is empty)."""
+    data = np.frombuffer(block, np.uint8)
+    if not len(data):
+        return np.zeros(0, np.int64)
+    newlines = np.flatnonzero(data == ord("\n"))
+    ends_with_newline = bool(len(newlines)) and newlines[-1] == len(data) - 1
+    starts = np.concatenate(([0], newlines[:-1] + 1 if ends_with_newline else newlines + 1))
+    content = ((data != ord(" ")) & (data != ord("\t")) & (data != ord("\r")) & (data != ord("\n"))).view(np.uint8)
+    filled = np.maximum.reduceat(content, starts) > 0
+    return np.flatnonzero(filled).astype(np.int64) + first_line
+
+
+def _fast(block: bytes, lines: np.ndarray) -> pa.RecordBatch | None:
+    try:
+        table = pj.read_json(io.BytesIO(block), read_options=pj.ReadOptions(block_size=max(len(block), 1 << 20)),
+                             parse_options=_PARSE_OPTIONS)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != len(lines):
+        return None
+    try:
+        return normalise(table.combine_chunks().to_batches()[0], RowNumbers(lines=lines, unit="line"))
+    except InputError:
+        return None  # the exact parser reports it with its own words
+
+
+def _exact(block: bytes, first_line: int, source: str) -> tuple[pa.RecordBatch, np.ndarray]:
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + block[:exc.start].count(b"\n")
+        raise InputError(f"{source} is not UTF-8 text (line {line}: {exc.reason})") from None
+    parsed = list(parse_lines(text.split("\n")))
+    lines = np.asarray([first_line - 1 + n for n, _ in parsed], np.int64)
+    return normalise(records_to_batch([r for _, r in parsed])), lines
+
+
+def read_jsonl(stream: BinaryIO, source: str = "standard input",
+               block_bytes: int | None = None) -> Iterator[tuple[pa.RecordBatch, RowNumbers]]:
+    """Normalised record batches of a JSON Lines stream, each with the line numbers of its records."""
+    for block, first_line in blocks(stream, block_bytes or BLOCK_BYTES):
+        lines = content_lines(block, first_line)
+        if not len(lines):
+            continue
+        batch = _fast(block, lines)
+        if batch is None:
+            batch, lines = _exact(block, first_line, source)
+        yield batch, RowNumbers(lines=lines, unit="line")
+
+
+__all__ = ["blocks", "content_lines", "read_jsonl"]

@@ -1,0 +1,114 @@
+"""Where each record of a batch landed, kept compactly until the batch commits, then turned into offsets.
+
+During staging every row gets a partition code (``p`` for keyed or explicitly placed rows, ``-(p + 1)`` for
+keyless ones, which follow the round-robin start). After the commit the codes are replayed in input order with
+running per-partition counters to give ``(partition, offset)`` per row. Keeping only an int32 per row (in
+memory, or spooled to a temporary file for streamed input) means no Python object per record, and lets a
+re-sent batch be replayed onto the original placement even if its keyless rows started elsewhere.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from compactor.errors import BatchIdConflictError
+from compactor.topics.plan import Grouping
+
+SPOOL_CHUNK_ROWS = 1 << 16
+
+
+def encode(partitions: np.ndarray, keyless: np.ndarray) -> np.ndarray:
+    """Partition codes: ``p``, or ``-(p + 1)`` for keyless (round-robin) rows."""
+    return np.where(keyless, -(partitions.astype(np.int32) + 1), partitions.astype(np.int32)).astype(np.int32)
+
+
+class Placements:
+    """Partition codes of one batch in input order, in memory or spooled to a temporary file."""
+
+    def __init__(self, spool_dir: str | None = None, *, spool: bool = False) -> None:
+        self._chunks: list[np.ndarray] = []
+        self._ranks: list[np.ndarray] | None = None if spool else []
+        self._file: tempfile._TemporaryFileWrapper[bytes] | None = None
+        if spool:
+            self._file = tempfile.NamedTemporaryFile(prefix="compactor-placements-", dir=spool_dir)  # noqa: SIM115
+        self.rows = 0
+
+    def append(self, codes: np.ndarray, ranks: np.ndarray | None = None) -> None:
+        """Add a chunk's codes (and, in memory, its ranks within partitions, which spare ``resolve`` a sort)."""
+        self.rows += len(codes)
+        if self._file is not None:
+            self._file.write(codes.astype("<i4").tobytes())
+            return
+        self._chunks.append(codes)
+        if self._ranks is not None and ranks is not None:
+            self._ranks.append(ranks)
+        else:
+            self._ranks = None
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        if self._file is None:
+            yield from self._chunks
+            return
+        self._file.flush()
+        with Path(self._file.name).open("rb") as stream:
+            while True:
+                data = stream.read(SPOOL_CHUNK_ROWS * 4)
+                if not data:
+                    return
+                yield np.frombuffer(data, "<i4").astype(np.int32)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._chunks = []
+        self._ranks = []
+
+    def resolve(self, base: np.ndarray, partitions: int, rr_shift: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(partition, offset)`` arrays per chunk, in input order; keyless rows shifted by ``rr_shift``."""
+        base = np.asarray(base, np.int64)
+        if rr_shift == 0 and self._ranks is not None:
+            for codes, ranks in zip(self._chunks, self._ranks, strict=True):
+                parts = decode(codes, partitions)
+                yield parts, base[parts] + ranks
+            return
+        running = base.copy()
+        for codes in self.chunks():
+            parts = decode(codes, partitions, rr_shift)
+            offsets = running[parts] + Grouping.of(parts, partitions).within()
+            running += np.bincount(parts, minlength=partitions).astype(np.int64)
+            yield parts, offsets
+
+    def counts(self, partitions: int, rr_shift: int = 0) -> np.ndarray:
+        total = np.zeros(partitions, np.int64)
+        for codes in self.chunks():
+            total += np.bincount(decode(codes, partitions, rr_shift), minlength=partitions).astype(np.int64)
+        return total
+
+
+def decode(codes: np.ndarray, partitions: int, rr_shift: int = 0) -> np.ndarray:
+    keyless = codes < 0
+    if not keyless.any():
+        return codes
+    shifted = (-(codes.astype(np.int64) + 1) + rr_shift) % partitions
+    return np.where(keyless, shifted, codes).astype(np.int32)
+
+
+def verify_replay(placements: Placements, entry_counts: np.ndarray, partitions: int, rr_shift: int) -> None:
+    """A re-sent batch must place as many records in each partition as the batch committed under its id."""
+    same_batch(placements.counts(partitions, rr_shift), entry_counts)
+
+
+def same_batch(mine: np.ndarray, entry_counts: np.ndarray) -> None:
+    """Raise ``BatchIdConflictError`` unless both batches put as many records in each partition."""
+    if not np.array_equal(mine, entry_counts):
+        raise BatchIdConflictError(
+            f"batch id was already used for a different batch ({int(entry_counts.sum())} records in partitions "
+            f"{entry_counts.tolist()}; this batch has {int(mine.sum())} records in partitions {mine.tolist()})")
+
+
+__all__ = ["Placements", "decode", "encode", "same_batch", "verify_replay"]

@@ -1,0 +1,135 @@
+"""Planning a batch, vectorised: each row's partition and its rank within that partition, in input order.
+
+Partitions: an explicit ``partition`` wins; otherwise Kafka's murmur2 of the key; keyless rows go round-robin
+from the batch's round-robin start (kept for the batch's life, so a re-plan after a lost race moves only
+offsets, never partitions). A row's offset is ``base_p + rank``, where ``rank`` counts the batch's earlier rows
+of the same partition, so offsets are dense and follow input order per partition whatever ``base_p`` becomes.
+Planning is incremental: a batch may arrive in chunks (a streamed file), and the counters carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from compactor.errors import InvalidRecordError
+from compactor.topics.columns import KEY, OFFSET, PARTITION, RowNumbers
+from compactor.topics.partitioner import partitions_for_keys
+
+SMALL_PARTITION_COUNT = 16
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Rows grouped by partition, keeping input order within each group: group ``g`` holds the rows
+    ``order[bounds[g]:bounds[g + 1]]``, all of partition ``keys[g]``."""
+
+    order: np.ndarray
+    keys: np.ndarray
+    bounds: np.ndarray
+
+    @classmethod
+    def of(cls, partitions: np.ndarray, count: int) -> Grouping:
+        if count <= SMALL_PARTITION_COUNT:  # a few comparisons beat a sort
+            members = [np.flatnonzero(partitions == q) for q in range(count)]
+            present = [q for q in range(count) if len(members[q])]
+            order = np.concatenate([members[q] for q in present]) if present else np.zeros(0, np.int64)
+            sizes = np.asarray([len(members[q]) for q in present], np.int64)
+            keys = np.asarray(present, np.int64)
+        else:
+            order = np.argsort(partitions, kind="stable")
+            ordered = partitions[order]
+            cuts = np.flatnonzero(np.diff(ordered)) + 1
+            starts = np.concatenate(([0], cuts)).astype(np.int64)
+            sizes = np.diff(np.concatenate((starts, [len(order)])))
+            keys = ordered[starts].astype(np.int64) if len(order) else np.zeros(0, np.int64)
+        bounds = np.zeros(len(sizes) + 1, np.int64)
+        np.cumsum(sizes, out=bounds[1:])
+        return cls(order.astype(np.int64), keys, bounds)
+
+    def within(self) -> np.ndarray:
+        """Each row's position within its group (in input index space)."""
+        ranks = np.empty(len(self.order), np.int64)
+        ranks[self.order] = np.arange(len(self.order), dtype=np.int64) - np.repeat(self.bounds[:-1],
+                                                                                  np.diff(self.bounds))
+        return ranks
+
+    def groups(self) -> list[tuple[int, np.ndarray]]:
+        return [(int(self.keys[g]), self.order[self.bounds[g]:self.bounds[g + 1]]) for g in range(len(self.keys))]
+
+
+@dataclass
+class BatchPlan:
+    """The running plan of one batch: partition counts and logical bytes so far, and the round-robin cursor."""
+
+    partitions: int
+    rr_start: int
+    counts: np.ndarray = field(init=False)
+    sizes: np.ndarray = field(init=False)
+    next_rr: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.counts = np.zeros(self.partitions, np.int64)
+        self.sizes = np.zeros(self.partitions, np.int64)
+        self.next_rr = self.rr_start
+
+    @property
+    def records(self) -> int:
+        return int(self.counts.sum())
+
+    def assign(self, batch: pa.RecordBatch) -> np.ndarray:
+        """The partition of every row of ``batch`` (int32), advancing the round-robin cursor."""
+        explicit = batch.column(PARTITION)
+        keys = batch.column(KEY)
+        count = batch.num_rows
+        has_partition = explicit.is_valid().to_numpy(zero_copy_only=False)
+        has_key = keys.is_valid().to_numpy(zero_copy_only=False)
+        out = np.zeros(count, np.int32)
+        if has_partition.any():
+            out[has_partition] = explicit.fill_null(0).to_numpy(zero_copy_only=False)[has_partition]
+        hashed = has_key & ~has_partition
+        if hashed.all():
+            out = partitions_for_keys(keys, self.partitions)
+        elif hashed.any():
+            out[hashed] = partitions_for_keys(keys.filter(pa.array(hashed)), self.partitions)
+        keyless = ~has_key & ~has_partition
+        keyless_count = int(keyless.sum())
+        if keyless_count:
+            out[keyless] = (self.next_rr + np.arange(keyless_count, dtype=np.int64)) % self.partitions
+            self.next_rr += keyless_count
+        return out
+
+    def rank(self, partitions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, Grouping]:
+        """Each row's rank within its partition over the whole batch so far (int64), and the chunk's rows
+        grouped by partition; updates the counters."""
+        grouping = Grouping.of(partitions, self.partitions)
+        ranks = self.counts[partitions] + grouping.within()
+        self.counts += np.bincount(partitions, minlength=self.partitions).astype(np.int64)
+        if len(partitions):
+            self.sizes += np.bincount(partitions, weights=sizes, minlength=self.partitions).astype(np.int64)
+        return ranks, grouping
+
+
+def check_mirror(batch: pa.RecordBatch, partitions: np.ndarray, ranks: np.ndarray,
+                 base: Sequence[int] | np.ndarray, rows: RowNumbers) -> None:
+    """A mirror batch's rows must carry exactly ``N_p, N_p + 1, ...`` per partition, in input order."""
+    given = batch.column(OFFSET).to_numpy(zero_copy_only=False)
+    expected = np.asarray(base, np.int64)[partitions] + ranks
+    wrong = np.nonzero(given != expected)[0]
+    if len(wrong):
+        i = int(wrong[0])
+        raise mirror_error(int(partitions[i]), int(expected[i]), int(given[i]), rows.of(i), rows.unit)
+
+
+def mirror_error(partition: int, expected: int, found: int, line: int | None = None,
+                 unit: str = "row") -> InvalidRecordError:
+    what = "a gap" if found > expected else "an overlap"
+    return InvalidRecordError(
+        f"partition {partition}: expected offset {expected}, found {found} ({what}); a mirror batch must continue "
+        f"each partition densely from its next offset. Nothing was written", line, unit)
+
+
+__all__ = ["BatchPlan", "Grouping", "check_mirror", "mirror_error"]

@@ -1,0 +1,143 @@
+"""The snapshot of one append, built so that a commit costs the same on a topic's first day and its thousandth.
+
+Three things would otherwise grow with every commit (measured in ``bench/produce_bench.py``):
+
+* **Manifests.** An append adds one manifest; carrying every earlier one makes the manifest list grow by one
+  per commit. Manifests are merged size-tiered instead: a manifest's tier is ``floor(log8(live files))``, and
+  when the new files plus the existing manifests of their tier and below number ``MERGE_FACTOR`` or more they
+  are rewritten as one manifest (then the next tier is checked). The list holds fewer than ``MERGE_FACTOR``
+  manifests per tier, so O(log files) manifests, and each data file is rewritten O(log files) times in all.
+* **Snapshot entries.** Table metadata holds every retained snapshot, and each commit reads, copies and
+  writes all of it. An append therefore also removes the metadata entries of older raw append snapshots
+  (``prunable``): all but the newest ``KEEP_SNAPSHOTS`` of ``main``'s history, never a ref's head, never a
+  non-append snapshot (a retention delete) nor its parent. Every data file of a removed entry is still
+  referenced by the next snapshot (appends only add files), and the parent of each retention delete keeps the
+  files that delete removed until expiry's lease rule (measured from the delete's own clock) lets them go, so
+  no open reader loses a file (readers plan their files at open; see ``readers.reader``).
+* **Summaries.** Only the totals Iceberg needs and the product's few keys are written; no per-partition
+  summaries, no batch plan (that lives in the batch-id record, ``topics.batch_ids``).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pyiceberg.manifest import (
+    DataFile,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    write_manifest,
+    write_manifest_list,
+)
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotSummaryCollector, Summary, update_snapshot_summaries
+
+MERGE_FACTOR = 8
+KEEP_SNAPSHOTS = 16
+
+
+@dataclass(frozen=True)
+class BuiltSnapshot:
+    """A snapshot ready to commit, and the metadata files written for it (deleted if it never commits)."""
+
+    snapshot: Snapshot
+    written: tuple[str, ...]
+
+
+def _live_files(manifest: ManifestFile) -> int:
+    return int(manifest.added_files_count or 0) + int(manifest.existing_files_count or 0)
+
+
+def _tier(files: int) -> int:
+    return int(math.log(max(files, 1), MERGE_FACTOR))
+
+
+def choose_merge(new_files: int, existing: Sequence[ManifestFile]) -> list[ManifestFile]:
+    """The existing manifests to rewrite together with the new files (size-tiered; see the module docstring)."""
+    chosen: list[ManifestFile] = []
+    total = new_files
+    while True:
+        tier = _tier(total)
+        candidates = [m for m in existing if m not in chosen and _tier(_live_files(m)) <= tier]
+        if len(candidates) + 1 < MERGE_FACTOR:
+            return chosen
+        chosen.extend(candidates)
+        total += sum(_live_files(m) for m in candidates)
+
+
+def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[DataFile],
+                 properties: Mapping[str, str]) -> BuiltSnapshot:
+    """An append snapshot of ``data_files`` on top of ``parent`` (manifests merged size-tiered)."""
+    metadata = table.metadata
+    snapshot_id = metadata.new_snapshot_id()
+    sequence_number = metadata.next_sequence_number()
+    commit_uuid = uuid.uuid4()
+    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
+    existing = [m for m in (parent.manifests(table.io) if parent is not None else []) if _live_files(m) > 0]
+    merged = choose_merge(len(data_files), existing)
+    written: list[str] = []
+    location = table.location_provider().new_metadata_location(f"{commit_uuid}-m0.avro")
+    written.append(location)
+    with write_manifest(format_version=metadata.format_version, spec=metadata.spec(), schema=metadata.schema(),
+                        output_file=table.io.new_output(location), snapshot_id=snapshot_id,
+                        avro_compression=compression) as writer:  # type: ignore[arg-type]
+        for data_file in data_files:
+            writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
+                                               data_file=data_file))
+        for manifest in merged:
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                writer.existing(entry)
+    new_manifest = writer.to_manifest_file()
+    kept = [m for m in existing if m not in merged]
+    list_location = table.location_provider().new_metadata_location(f"snap-{snapshot_id}-0-{commit_uuid}.avro")
+    written.append(list_location)
+    with write_manifest_list(format_version=metadata.format_version, output_file=table.io.new_output(list_location),
+                             snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
+                             sequence_number=sequence_number,
+                             avro_compression=compression) as list_writer:  # type: ignore[arg-type]
+        list_writer.add_manifests([new_manifest, *kept])
+    collector = SnapshotSummaryCollector()
+    for data_file in data_files:
+        collector.add_file(data_file, schema=metadata.schema(), partition_spec=metadata.spec())
+    summary = update_snapshot_summaries(
+        Summary(operation=Operation.APPEND, **collector.build(), **dict(properties)),
+        previous_summary=parent.summary if parent is not None else None,
+    )
+    snapshot = Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
+                        sequence_number=sequence_number, manifest_list=list_location, summary=summary,
+                        schema_id=metadata.current_schema_id)
+    return BuiltSnapshot(snapshot, tuple(written))
+
+
+def prunable(metadata: TableMetadata, keep: int = KEEP_SNAPSHOTS) -> list[int]:
+    """Snapshot entries an append may drop from the metadata (see the module docstring)."""
+    history: list[Snapshot] = []
+    seen: set[int] = set()
+    snapshot = metadata.snapshot_by_name("main")
+    while snapshot is not None and snapshot.snapshot_id not in seen:
+        history.append(snapshot)
+        seen.add(snapshot.snapshot_id)
+        parent = snapshot.parent_snapshot_id
+        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+    if len(history) <= keep:
+        return []
+    heads = {ref.snapshot_id for ref in metadata.refs.values()}
+    def operation(snapshot: Snapshot) -> Operation | None:
+        return snapshot.summary.operation if snapshot.summary is not None else None
+
+    out = []
+    for index in range(keep, len(history)):
+        candidate, child = history[index], history[index - 1]
+        if (candidate.snapshot_id in heads or operation(candidate) != Operation.APPEND
+                or operation(child) != Operation.APPEND):
+            continue  # a ref's head, a retention delete or the snapshot before one: expiry decides
+        out.append(candidate.snapshot_id)
+    return out
+
+
+__all__ = ["KEEP_SNAPSHOTS", "MERGE_FACTOR", "BuiltSnapshot", "build_append", "choose_merge", "prunable"]

@@ -1,0 +1,177 @@
+"""The files of a DataFrame batch, written by Spark into a private staging table (``produce_dataframe``).
+
+Each Spark partition sorts its rows locally by (topic partition, input position) (no shuffle) and numbers them;
+a literal map of per-(Spark partition, topic partition) bases turns the number into the offset, so each task
+writes, per topic partition, one file with a contiguous offset range. The files go to a staging table whose
+data path is the topic's data directory; the driver then checks them against the counting pass and hands them
+to the topic's conditional commit (``topics.append``), which rewrites them (by running the write again) if
+another producer moved ``N_p`` first. The staging table is dropped afterwards, its metadata deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+
+from compactor import properties as props
+from compactor import schema as ts
+from compactor.config import LakeConfig
+from compactor.errors import InputError
+from compactor.iceberg.bounds import file_bound
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.storage import delete_prefix
+from compactor.topics.topic import Topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
+STAGING_INFIX = "__producing_"
+
+
+class LakeLike(Protocol):
+    """What the DataFrame producer needs from a ``compactor.lake.Lake``."""
+
+    config: LakeConfig
+
+    @property
+    def catalog(self) -> Any: ...
+
+    def spark(self) -> SparkSession: ...
+
+    def topic(self, name: str) -> Topic: ...
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Rows and bytes per (Spark partition, topic partition), from the counting pass."""
+
+    cells: dict[tuple[int, int], int]
+    sizes: np.ndarray
+    counts: np.ndarray
+
+
+class SparkStage:
+    """The ``Staged`` protocol over files written by Spark into a staging table (see the module docstring)."""
+
+    def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
+                 now_ms: int) -> None:
+        self.lake = lake
+        self.topic = topic
+        self.frame = frame
+        self.cells = counted.cells
+        self.counts = counted.counts
+        self.sizes = counted.sizes
+        self.rr_start = rr_start
+        self.now_ms = now_ms
+        self._base: np.ndarray | None = None
+        self._files: list[DataFile] = []
+        self._staging: list[tuple[str, str]] = []  # (identifier, location) of staging tables to drop
+
+    def staged_base(self) -> np.ndarray:
+        return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
+
+    def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        touched = np.nonzero(self.counts)[0]
+        if self._base is not None and np.array_equal(self._base[touched], base[touched]):
+            return self._files
+        self._delete_files()
+        self._files = self._write(table, base)
+        self._base = base.copy()
+        return self._files
+
+    def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        from pyspark.sql import functions as F
+
+        identifier = self._create_staging(table)
+        offsets_of = []
+        before = np.zeros(len(self.counts), np.int64)
+        for pid in sorted({pid for pid, _ in self.cells}):
+            start_in_task = 0
+            for p in sorted(p for q, p in self.cells if q == pid):
+                n = self.cells[(pid, p)]
+                offsets_of.append((pid, p, int(base[p] + before[p]) - start_in_task - (pid << ROW_BITS)))
+                before[p] += n
+                start_in_task += n
+        # A literal map (Spark partition * P + topic partition -> base), not a join: a join makes Spark infer
+        # constraints through every projection of the murmur2 chain, which blows up its expression trees.
+        cells = F.create_map(*[F.lit(x) for pid, p, offset in offsets_of
+                               for x in (pid * len(self.counts) + p, offset)])
+        numbered = (self.frame.sortWithinPartitions("_p", "_row")
+                    .withColumn("_i", F.monotonically_increasing_id()))
+        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * len(self.counts) + F.col("_p"))
+        out = numbered.select(
+            F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
+            F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
+            F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS))
+        catalog = self.lake.config.catalog_name
+        out.writeTo(f"`{catalog}`." + ".".join(f"`{part}`" for part in identifier.split("."))) \
+            .option("check-nullability", "false").option("distribution-mode", "none").append()
+        with translate_storage_errors(f"reading the staged files of {self.topic.name}"):
+            staged = self.lake.catalog.load_table(identifier)
+            files = [task.file for task in staged.scan().plan_files()]
+        self._check(files, base)
+        return files
+
+    def _create_staging(self, table: Table) -> str:
+        name = f"{self.topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
+        identifier = ".".join((*self.topic.name.namespace, name))
+        location = f"{self.lake.config.warehouse.rstrip('/')}/_compactor_staging/{name}"
+        data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
+        with translate_storage_errors(f"creating a staging table for {self.topic.name}"):
+            self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
+                                           partition_spec=ts.TOPIC_PARTITION_SPEC,
+                                           properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
+                                                       "write.spark.fanout.enabled": "false"})
+        self._staging.append((identifier, location))
+        return identifier
+
+    def _check(self, files: list[DataFile], base: np.ndarray) -> None:
+        """Every partition's files must hold exactly ``[base_p, base_p + count_p)``, each a contiguous range."""
+        by_partition: dict[int, list[tuple[int, int, int]]] = {}
+        for data_file in files:
+            lo = file_bound(data_file.lower_bounds, ts.OFFSET_FIELD_ID, "long")
+            hi = file_bound(data_file.upper_bounds, ts.OFFSET_FIELD_ID, "long")
+            if lo is None or hi is None:
+                raise InputError("a staged file lacks offset statistics")
+            by_partition.setdefault(int(data_file.partition[0]), []).append((lo, hi, int(data_file.record_count)))
+        for p in range(len(self.counts)):
+            expected = int(base[p])
+            for lo, hi, n in sorted(by_partition.get(p, [])):
+                if lo != expected or hi - lo + 1 != n:
+                    break
+                expected = hi + 1
+            if expected != int(base[p] + self.counts[p]) or sum(n for *_, n in by_partition.get(p, [])) != \
+                    int(self.counts[p]):
+                self._delete_files(files)
+                raise InputError(
+                    "the DataFrame returned different rows when written than when counted (it is not "
+                    "deterministic): sort it, read it from files or cache() it; nothing was written")
+
+    def _delete_files(self, files: list[DataFile] | None = None) -> None:
+        for data_file in files if files is not None else self._files:
+            with contextlib.suppress(Exception):
+                self.topic.table.io.delete(data_file.file_path)
+        if files is None:
+            self._files = []
+
+    def discard(self) -> None:
+        self._delete_files()
+        self.drop_staging()
+
+    def drop_staging(self) -> None:
+        for identifier, location in self._staging:
+            with contextlib.suppress(Exception):
+                self.lake.catalog.drop_table(identifier)
+            with contextlib.suppress(Exception):
+                delete_prefix(self.lake.config, location)
+        self._staging = []
+
+
+__all__ = ["ROW_BITS", "Counts", "LakeLike", "SparkStage"]

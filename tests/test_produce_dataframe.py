@@ -1,0 +1,121 @@
+"""The Spark DataFrame producer: one atomic batch written by executors, dense offsets in the DataFrame's order."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from compactor import failpoints
+from compactor.errors import InvalidRecordError
+from compactor.lake import Lake
+from compactor.retention.run import run_retention
+from compactor.topics.dataframe import produce_dataframe
+from compactor.topics.partitioner import partition_for_key
+from compactor.topics.producer import produce_arrow
+from compactor.topics.spark_columns import murmur2_partition
+from readers.spark import read_topic_dataframe
+
+pytestmark = pytest.mark.spark
+
+
+def rows(lake: Lake, name: str) -> list[dict[str, Any]]:
+    table = lake.topic(name).table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
+    out: list[dict[str, Any]] = table.to_pylist()
+    return out
+
+
+def test_dataframe_offsets_are_dense_in_dataframe_order(spark: SparkSession, lake: Lake) -> None:
+    lake.create_topic("d.t", partitions=3)
+    produce_arrow(lake.topic("d.t"), pa.table({"key": [b"x", b"y"], "value": [b"0", b"1"]}), now_ms=5)
+    data = [(f"k{i % 7}".encode(), f"v{i}".encode()) for i in range(40)] + [(None, b"keyless")] * 6
+    df = spark.createDataFrame(data, "key binary, value binary").repartition(3)
+    order = [(bytes(r["key"]) if r["key"] is not None else None, bytes(r["value"])) for r in df.collect()]
+    summary = produce_dataframe(lake, "d.t", df, now_ms=1000)
+    assert summary.records == 46 and not summary.duplicate
+    stored = [r for r in rows(lake, "d.t") if r["value"] not in (b"0", b"1")]
+    for p in range(3):
+        in_p = [r for r in stored if r["partition"] == p]
+        offsets = [r["offset"] for r in in_p]
+        start = summary.first_offsets[str(p)]
+        assert offsets == list(range(start, start + len(in_p)))
+        expected = [v for k, v in order if k is not None and partition_for_key(k, 3) == p]
+        assert [r["value"] for r in in_p if r["key"] is not None] == expected
+    assert sum(1 for r in stored if r["key"] is None) == 6
+    assert lake.topic("d.t").offsets().next_offsets == tuple(
+        sum(1 for r in rows(lake, "d.t") if r["partition"] == p) for p in range(3))
+    for f in lake.topic("d.t").raw_files():
+        assert f.last_offset - f.first_offset + 1 == f.record_count
+
+
+def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
+    rng = random.Random(11)
+    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 100))) for _ in range(800)]  # not UTF-8
+    keys += ["".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(160, 0x10FFFF)]))
+                     for _ in range(rng.randrange(0, 30))).encode("utf-8", "surrogatepass") for _ in range(800)]
+    keys += [b"21", b"foobar", b"", b"abc", b"\xff" * 67, b"\xc0\x80", b"\xed\xa0\x80", "é€𝄞".encode()]
+    frame = spark.createDataFrame([(k,) for k in keys] + [(None,)], "key binary").repartition(2)
+    for partitions in (1, 4, 7, 1000):
+        got = {(bytes(r["key"]) if r["key"] is not None else None): r["p"]
+               for r in frame.withColumn("p", murmur2_partition(F.col("key"), partitions)).collect()}
+        expected: dict[bytes | None, int | None] = {k: partition_for_key(k, partitions) for k in keys}
+        assert got == {**expected, None: None}
+
+
+@pytest.mark.parametrize("rows_in, message", [
+    ([(b"k", b"v", 0), (b"k", b"v", 9)], "partition 9 is out of range"),
+    ([(b"k", b"x" * 50, None)], r"a record of 51 bytes exceeds max\.message\.bytes \(40\)"),
+])
+def test_a_bad_row_fails_the_dataframe_batch(spark: SparkSession, lake: Lake, rows_in: list[tuple[Any, ...]],
+                                             message: str) -> None:
+    lake.create_topic("d.bad", partitions=2, config={"max.message.bytes": "40"})
+    df = spark.createDataFrame(rows_in, "key binary, value binary, partition int").coalesce(1)
+    with pytest.raises(InvalidRecordError, match=message + r".*\(Spark partition 0, row \d+ of that partition\)"):
+        produce_dataframe(lake, "d.bad", df)
+    topic = lake.topic("d.bad")
+    assert topic.snapshot is None
+    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+
+
+def test_dataframe_batch_ids_and_a_lost_race(spark: SparkSession, lake: Lake) -> None:
+    lake.create_topic("d.race", partitions=2)
+    rival = lake.topic("d.race")
+    left = {"n": 1}
+
+    def rival_first() -> None:
+        if left["n"]:
+            left["n"] -= 1
+            with failpoints.enabled({"produce-before-commit": lambda: None}):
+                produce_arrow(rival.refresh(), pa.table({"key": [b"r1", b"r2", b"r3"], "value": [b"r"] * 3}))
+
+    df = spark.createDataFrame([(f"k{i}".encode(), b"d") for i in range(30)], "key binary, value binary")
+    with failpoints.enabled({"produce-before-commit": rival_first}):
+        summary = produce_dataframe(lake, "d.race", df, batch_id="df-1", now_ms=10)
+    assert summary.attempts == 2 and summary.records == 30
+    stored = rows(lake, "d.race")
+    for p in range(2):
+        in_p = [r for r in stored if r["partition"] == p]
+        assert [r["offset"] for r in in_p] == list(range(len(in_p)))
+        assert all(r["value"] == b"r" for r in in_p[:summary.first_offsets.get(str(p), len(in_p))])
+    again = produce_dataframe(lake, "d.race", df, batch_id="df-1", now_ms=20)
+    assert again.duplicate and again.first_offsets == summary.first_offsets and again.counts == summary.counts
+    assert len(rows(lake, "d.race")) == 33
+    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+
+
+def test_the_spark_reader_keeps_its_files_after_appends_and_retention(spark: SparkSession, lake: Lake) -> None:
+    day = 86_400_000
+    topic = lake.create_topic("d.read", config={"retention.ms": str(day), "history.expire.max-snapshot-age-ms": "0"})
+    produce_arrow(topic, pa.table({"key": [b"a", b"b"], "value": [b"1", b"2"], "timestamp_ms": [0, 0]}), now_ms=0)
+    frame = read_topic_dataframe(lake, "d.read", ordered=True)
+    first = [(r["offset"], bytes(r["value"])) for r in frame.collect()]
+    for _ in range(20):  # the snapshot the frame was planned on leaves the table metadata
+        produce_arrow(topic, pa.table({"key": [b"c"], "value": [b"n"], "timestamp_ms": [2 * day]}), now_ms=2 * day)
+    assert run_retention(lake, "d.read", now_ms=2 * day + 1).removed_records == 2
+    # a new query on the frame plans it again (the same Dataset object would reuse its executed plan)
+    again = frame.select("offset", "value").collect()
+    assert [(r["offset"], bytes(r["value"])) for r in again] == first == [(0, b"1"), (1, b"2")]
