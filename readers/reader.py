@@ -14,32 +14,27 @@ metadata and read one at a time (with a small prefetch), so memory does not grow
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
-from pyiceberg.expressions import And, BooleanExpression
-from pyiceberg.table import FileScanTask, Table
+from pyiceberg.expressions import BooleanExpression
+from pyiceberg.table import FileScanTask
 
 from compactor import schema as ts
 from compactor.clock import resolve_now_ms
-from compactor.cursor import CompactedState, Cursor, load_compacted, retained_cursors
-from compactor.errors import (
-    CursorCorruptError,
-    CursorExpiredError,
-    InputError,
-    OffsetOutOfRangeError,
-    SnapshotExpiredError,
-)
-from compactor.iceberg.bounds import file_bound, task_range
+from compactor.cursor import Cursor
+from compactor.errors import InputError, OffsetOutOfRangeError, SnapshotExpiredError
+from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import first_line
-from compactor.iceberg.expressions import partition_range, ranges
-from compactor.iceberg.scan import TaskReader, tasks_matching
+from compactor.iceberg.expressions import partition_range
+from compactor.iceberg.scan import TaskReader
 from compactor.schema import TIMESTAMP_FIELD_ID
 from compactor.topics.naming import TopicName
 from compactor.topics.records import Record
 from compactor.topics.topic import Topic
+from readers.batches import batch_to_records, to_topic_schema
 from readers.ordering import ordered_batches, ordered_units
+from readers.pinned import PinnedView, Segment, is_missing_file
 from readers.positions import ResetPolicy, StartPosition, StartSpec, normalise_start
 
 if TYPE_CHECKING:
@@ -48,19 +43,14 @@ if TYPE_CHECKING:
     from compactor.lake import Lake
 
 
-@dataclass(frozen=True)
-class Segment:
-    """A contiguous piece of one partition's view: rows ``[lo, hi)`` of one pinned snapshot."""
+class ReaderOptions(TypedDict, total=False):
+    """``TopicReader``'s options, for APIs that open one on the caller's behalf (``read_topic_dataframe``)."""
 
-    partition: int
-    lo: int
-    hi: int
-    compacted: bool
-
-
-def _is_missing_file(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, FileNotFoundError) or "no such file" in text or "not found" in text or "nosuchkey" in text
+    read_compacted: bool
+    start: Mapping[int, StartSpec] | None
+    reset: ResetPolicy | None
+    as_of_cursor: int | None
+    now_ms: int | None
 
 
 class TopicReader:
@@ -85,27 +75,14 @@ class TopicReader:
         self.name = name
         self.read_compacted = read_compacted
         self.reset = reset
-        # Pin C first, then R (SEMANTICS section 5): R is then at least as new as C's raw snapshot.
-        compacted: CompactedState | None = load_compacted(lake.catalog, name) if read_compacted else None
-        self.topic: Topic = lake.topic(name)
-        self._raw_table = self.topic.table
-        offsets = self.topic.offsets()
-        self.partitions = offsets.partitions
-        self.next_offsets = offsets.next_offsets
-        self.log_start_offsets = offsets.log_start_offsets
-        snapshot = self._raw_table.current_snapshot()
-        self.raw_snapshot_id: int | None = snapshot.snapshot_id if snapshot else None
-        # The raw files are planned now, at open: later appends drop older snapshots' metadata entries
-        # (topics.snapshots) and expiry keeps only the *files* of snapshots replaced within the lease, so an
-        # open reader must not need R's manifests later, only its data files.
-        self._raw_tasks: list[FileScanTask] = self._plan_raw()
-        self.cursor: Cursor | None = None
-        self._compacted_table: Table | None = None
-        self._end: tuple[int, ...] = self.next_offsets
-        if read_compacted and compacted is not None:
-            self._pin_cursor(compacted, as_of_cursor, resolve_now_ms(now_ms))
-        elif as_of_cursor is not None:
-            raise CursorExpiredError(f"cursor {as_of_cursor} is not retained (the topic has no compacted view)")
+        self.pinned = PinnedView(lake, name, read_compacted=read_compacted, as_of_cursor=as_of_cursor,
+                                 now_ms=resolve_now_ms(now_ms))
+        self.topic: Topic = self.pinned.topic
+        self.partitions = self.pinned.partitions
+        self.next_offsets = self.pinned.next_offsets
+        self.log_start_offsets = self.pinned.log_start_offsets
+        self.raw_snapshot_id = self.pinned.raw_snapshot_id
+        self.cursor: Cursor | None = self.pinned.cursor
         starts = {p: normalise_start(s) for p, s in (start or {}).items()}
         for partition in starts:
             if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:
@@ -114,33 +91,7 @@ class TopicReader:
             p: self._resolve_start(p, starts.get(p, StartPosition.earliest())) for p in range(self.partitions)
         }
 
-    # --- pinning ------------------------------------------------------------------------------------
-
-    def _pin_cursor(self, state: CompactedState, as_of: int | None, now_ms: int) -> None:
-        settings = self.topic.settings
-        current = state.cursor
-        if as_of is not None:
-            retained = {c.snapshot_id: c for c in retained_cursors(state, now_ms, settings.cursor_retain_ms)}
-            if as_of not in retained:
-                raise CursorExpiredError(
-                    f"cursor {as_of} is not retained (retained cursors: {sorted(retained) or 'none'}); "
-                    "cursors stay readable for compaction.cursor.retain-ms after they are replaced")
-            chosen: Cursor | None = retained[as_of]
-        elif not settings.compacts:
-            chosen = None  # policy lacks compact: compacted reads return exactly the raw view
-        else:
-            chosen = current
-        if chosen is None:
-            return
-        if chosen.partitions != self.partitions:
-            raise CursorCorruptError(f"cursor {chosen.snapshot_id} has {chosen.partitions} partitions; "
-                                     f"the topic has {self.partitions}")
-        if state.snapshot(chosen.snapshot_id) is None:
-            raise CursorCorruptError(f"cursor names missing snapshot {chosen.snapshot_id}")
-        self.cursor = chosen
-        self._compacted_table = state.table
-        if as_of is not None:
-            self._end = chosen.raw_next_offsets
+    # --- positions ------------------------------------------------------------------------------------
 
     @property
     def horizons(self) -> tuple[int, ...]:
@@ -159,7 +110,7 @@ class TopicReader:
         return self.log_start_offsets[partition]
 
     def _resolve_start(self, partition: int, position: StartPosition) -> int:
-        first, end = self.view_start(partition), self._end[partition]
+        first, end = self.view_start(partition), self.pinned.end[partition]
         if position.kind == "earliest":
             return first
         if position.kind == "latest":
@@ -186,7 +137,7 @@ class TopicReader:
         """The pieces of ``partition``'s view from ``start`` (default: its start offset) to its end, in order."""
         if start is None:
             start = self.start_offsets[partition]
-        end = self._end[partition]
+        end = self.pinned.end[partition]
         out: list[Segment] = []
         if self.cursor is not None:
             horizon = self.cursor.horizons[partition]
@@ -197,61 +148,27 @@ class TopicReader:
             out.append(Segment(partition, start, end, False))
         return out
 
-    def _plan_raw(self) -> list[FileScanTask]:
-        if self.raw_snapshot_id is None:
-            return []
-        try:
-            return list(self._raw_table.scan(snapshot_id=self.raw_snapshot_id).plan_files())
-        except (OSError, ValueError) as exc:
-            if _is_missing_file(exc):
-                raise SnapshotExpiredError(f"raw snapshot {self.raw_snapshot_id} of {self.name} is no longer "
-                                           f"readable (expired?): {first_line(exc)}") from exc
-            raise
-
     @property
     def raw_files(self) -> list[FileScanTask]:
         """The raw data files pinned at open (every file of the raw snapshot ``R``)."""
-        return list(self._raw_tasks)
-
-    def _tasks(self, compacted: bool, scan: Any, row_filter: BooleanExpression | None = None) -> list[FileScanTask]:
-        """Tasks of the pinned snapshot that may match ``row_filter``: raw ones from the files pinned at open,
-        compacted ones planned now (the cursor's snapshot is protected while it is retained)."""
-        if compacted:
-            return list(scan.plan_files())
-        if row_filter is None:
-            return list(self._raw_tasks)
-        return tasks_matching(self._raw_table.schema(), self._raw_tasks, row_filter)
-
-    def _table_for(self, segment: Segment) -> tuple[Any, int | None]:
-        if segment.compacted:
-            assert self.cursor is not None
-            return self._compacted_table, self.cursor.snapshot_id
-        return self._raw_table, self.raw_snapshot_id
+        return list(self.pinned.raw_tasks)
 
     def plan_segment(self, segment: Segment, columns: tuple[str, ...] | None = None,
                      extra_filter: BooleanExpression | None = None) -> tuple[TaskReader, list[FileScanTask]]:
         """The file tasks that can hold rows of ``segment`` (pruned by partition, offset and ``extra_filter``)."""
-        table, snapshot_id = self._table_for(segment)
-        if snapshot_id is None:
-            return TaskReader(self._raw_table, []), []
-        row_filter = partition_range(segment.partition, segment.lo, segment.hi)
-        if extra_filter is not None:
-            row_filter = And(row_filter, extra_filter)
-        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=columns or ("*",))
-        tasks = self._tasks(segment.compacted, scan, row_filter)
-        return TaskReader(table, tasks, row_filter, scan.projection()), tasks
+        return self.pinned.plan_segment(segment, columns, extra_filter)
 
     def segment_batches(self, segment: Segment, columns: tuple[str, ...] | None = None,
                         extra_filter: BooleanExpression | None = None) -> Iterator[pa.RecordBatch]:
         """The rows of ``segment`` (optionally only ``columns``, and only rows matching ``extra_filter``),
         in offset order."""
-        _, snapshot_id = self._table_for(segment)
+        _, snapshot_id = self.pinned.table_for(segment.compacted)
         what = f"{'compacted' if segment.compacted else 'raw'} snapshot {snapshot_id} of {self.name}"
         try:
             reader, tasks = self.plan_segment(segment, columns, extra_filter)
             yield from ordered_batches(reader, tasks)
         except (OSError, ValueError) as exc:
-            if _is_missing_file(exc):
+            if is_missing_file(exc):
                 raise SnapshotExpiredError(f"{what} is no longer readable (expired?): {first_line(exc)}") from exc
             raise
 
@@ -268,12 +185,12 @@ class TopicReader:
 
     def _segment_batches_pruned(self, segment: Segment, threshold_us: int) -> Iterator[pa.RecordBatch]:
         """Offset and timestamp columns of ``segment``, skipping files whose newest record is too old."""
-        table, snapshot_id = self._table_for(segment)
+        table, snapshot_id = self.pinned.table_for(segment.compacted)
         if snapshot_id is None:
             return
         row_filter = partition_range(segment.partition, segment.lo, segment.hi)
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=(ts.OFFSET, ts.TIMESTAMP))
-        tasks = [t for t in self._tasks(segment.compacted, scan, row_filter)
+        tasks = [t for t in self.pinned.tasks(segment.compacted, scan, row_filter)
                  if (file_bound(t.file.upper_bounds, TIMESTAMP_FIELD_ID, "ts") or threshold_us) >= threshold_us]
         yield from ordered_batches(TaskReader(table, tasks, row_filter, scan.projection()), tasks)
 
@@ -292,47 +209,20 @@ class TopicReader:
         try:
             for compacted in (True, False):
                 chosen = {s.partition: (s.lo, s.hi) for s in segments if s.compacted == compacted}
-                if chosen and self._table_for(Segment(0, 0, 0, compacted))[1] is not None:
-                    plans[compacted] = self._plan_table(compacted, chosen)
+                if chosen and self.pinned.table_for(compacted)[1] is not None:
+                    plans[compacted] = self.pinned.plan_table(compacted, chosen)
             units = []
             for segment in segments:
                 if segment.compacted in plans:
                     _, by_partition = plans[segment.compacted]
                     units.append(by_partition.get(segment.partition, []))
             for batch in ordered_units(units):
-                yield _to_topic_schema(batch)
+                yield to_topic_schema(batch)
         except (OSError, ValueError) as exc:
-            if _is_missing_file(exc):
+            if is_missing_file(exc):
                 raise SnapshotExpiredError(f"a pinned snapshot of {what} is no longer readable (expired?): "
                                            f"{first_line(exc)}") from exc
             raise
-
-    def _plan_table(self, compacted: bool, chosen: dict[int, tuple[int, int]]
-                    ) -> tuple[TaskReader, dict[int, list[tuple[TaskReader, FileScanTask]]]]:
-        """Plan one table once for all its segments; prune files by partition and offset statistics here
-        (cheaper than pyiceberg evaluating a many-term filter per manifest entry). Files wholly inside their
-        segment are read without a row filter; only the boundary files are filtered."""
-        table, snapshot_id = self._table_for(Segment(0, 0, 0, compacted))
-        scan = table.scan(snapshot_id=snapshot_id, selected_fields=("*",))
-        tasks = []
-        for task in self._tasks(compacted, scan):
-            partition = int(task.file.partition[0])
-            if partition not in chosen:
-                continue
-            lo, hi = chosen[partition]
-            first, last = task_range(task)
-            if last >= lo and first < hi:
-                tasks.append(task)
-        whole = TaskReader(table, tasks, None, scan.projection())
-        filtered = TaskReader(table, [], ranges(chosen), scan.projection(), deletes=whole.deletes)
-        by_partition: dict[int, list[tuple[TaskReader, FileScanTask]]] = {}
-        for task in tasks:
-            partition = int(task.file.partition[0])
-            lo, hi = chosen[partition]
-            first, last = task_range(task)
-            reader = whole if first >= lo and last < hi else filtered
-            by_partition.setdefault(partition, []).append((reader, task))
-        return whole, by_partition
 
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=ts.ARROW_SCHEMA)
@@ -356,28 +246,8 @@ class TopicReader:
             "cursor": self.cursor.snapshot_id if self.cursor else None,
             "horizons": {str(p): h for p, h in enumerate(self.horizons)},
             "start_offsets": {str(p): o for p, o in self.start_offsets.items()},
-            "end_offsets": {str(p): o for p, o in enumerate(self._end)},
+            "end_offsets": {str(p): o for p, o in enumerate(self.pinned.end)},
         }
 
 
-def _to_topic_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
-    if batch.schema.equals(ts.ARROW_SCHEMA, check_metadata=False):
-        return batch
-    columns = [batch.column(name).cast(ts.ARROW_SCHEMA.field(name).type) for name in ts.COLUMNS]
-    return pa.RecordBatch.from_arrays(columns, schema=ts.ARROW_SCHEMA)
-
-
-def batch_to_records(batch: pa.RecordBatch) -> Iterator[Record]:
-    """Arrow rows of the topic schema as ``Record`` objects."""
-    partitions = batch.column(ts.PARTITION).to_pylist()
-    offsets = batch.column(ts.OFFSET).to_pylist()
-    stamps = batch.column(ts.TIMESTAMP).cast(pa.int64()).to_pylist()
-    keys = batch.column(ts.KEY).to_pylist()
-    values = batch.column(ts.VALUE).to_pylist()
-    headers = batch.column(ts.HEADERS).to_pylist()
-    for i in range(batch.num_rows):
-        hdrs = tuple((h["key"], h["value"]) for h in headers[i]) if headers[i] else ()
-        yield Record(partitions[i], offsets[i], stamps[i] // 1000, keys[i], values[i], hdrs)
-
-
-__all__ = ["Segment", "TopicReader", "batch_to_records"]
+__all__ = ["ReaderOptions", "Segment", "TopicReader", "batch_to_records", "to_topic_schema"]

@@ -15,16 +15,15 @@ sort downstream only where order matters (``repartition("partition").sortWithinP
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from compactor import schema as ts
 from compactor.iceberg.bounds import task_range
 from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
-from readers.positions import ResetPolicy, StartSpec
-from readers.reader import Segment, TopicReader
+from readers.pinned import Segment
+from readers.reader import ReaderOptions, TopicReader
 
 # The raw data files' columns as Spark reads them from Parquet (every raw file has exactly these).
 RAW_FILE_SCHEMA = ("`partition` INT, `offset` BIGINT, `timestamp` TIMESTAMP, `key` BINARY, `value` BINARY, "
@@ -36,17 +35,8 @@ if TYPE_CHECKING:
     from compactor.lake import Lake
 
 
-def read_topic_dataframe(
-    lake: Lake,
-    topic: str | TopicName,
-    *,
-    read_compacted: bool = False,
-    start: Mapping[int, StartSpec] | None = None,
-    reset: ResetPolicy | None = None,
-    as_of_cursor: int | None = None,
-    now_ms: int | None = None,
-    ordered: bool = False,
-) -> DataFrame:
+def read_topic_dataframe(lake: Lake, topic: str | TopicName, *, ordered: bool = False,
+                         **options: Unpack[ReaderOptions]) -> DataFrame:
     """The records of ``topic`` (raw, or compacted with ``read_compacted=True``) as a Spark DataFrame.
 
     **Unordered** unless ``ordered=True``: the rows are ``TopicReader``'s records, but a DataFrame has no order
@@ -55,9 +45,7 @@ def read_topic_dataframe(
     this is called, so re-evaluating the DataFrame later returns the same records for the readers' lease
     (``compaction.cursor.retain-ms``). Columns are the topic schema's, whatever the view table adds.
     """
-    reader = TopicReader(lake, topic, read_compacted=read_compacted, start=start, reset=reset,
-                         as_of_cursor=as_of_cursor, now_ms=now_ms)
-    return dataframe_of(lake, reader, ordered=ordered)
+    return dataframe_of(lake, TopicReader(lake, topic, **options), ordered=ordered)
 
 
 def dataframe_of(lake: Lake, reader: TopicReader, *, ordered: bool = False) -> DataFrame:

@@ -38,7 +38,9 @@ from compactor.errors import InputError
 from compactor.topics.naming import TopicName
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import Record
-from readers.reader import Segment, TopicReader, _to_topic_schema, batch_to_records
+from readers.batches import batch_to_records, to_topic_schema
+from readers.pinned import Segment
+from readers.reader import TopicReader
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
@@ -122,7 +124,7 @@ class TableView:
         for _, batches in reader.stream(tasks):
             for batch in batches:
                 if batch.num_rows:
-                    yield _to_topic_schema(batch)
+                    yield to_topic_schema(batch)
 
     # --- iteration ---------------------------------------------------------------------------------------
 
@@ -176,7 +178,7 @@ class TableView:
 
     @staticmethod
     def _records(batch: pa.RecordBatch) -> Iterator[tuple[bytes, Record]]:
-        for record in batch_to_records(_to_topic_schema(batch)):
+        for record in batch_to_records(to_topic_schema(batch)):
             assert record.key is not None
             yield record.key, record
 
