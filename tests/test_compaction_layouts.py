@@ -161,3 +161,26 @@ def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lak
                                    force_rewrite=round_number == 3).run()
         assert result.committed == expected, f"seed {seed}, round {round_number}: {result.reason}"
         check_against_model(lake, "r.t", model, seed, f"round {round_number}")
+
+
+def test_one_large_file_is_sliced_by_its_row_groups(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
+    """A single batch's file holds row groups of at most ``write.parquet.row-group-limit`` rows, and the sliced
+    layout reads them in parallel tasks: even a one-file, one-partition topic uses the cluster."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from compactor.topics.producer import produce_arrow
+
+    topic = lake.create_topic("l.big", config={"cleanup.policy": "compact"})
+    with topic.table.transaction() as tx:  # small row groups, so a test-sized batch has several
+        tx.set_properties({"write.parquet.row-group-limit": "1000"})
+    count = 5_000
+    produce_arrow(topic.refresh(), pa.table({"key": [b"k%d" % (i % 700) for i in range(count)],
+                                             "value": [b"v%d" % i for i in range(count)]}), now_ms=1_000)
+    (only,) = lake.topic("l.big").raw_files()
+    assert pq.ParquetFile(only.path.removeprefix("file://")).metadata.num_row_groups == 5
+    result, tasks = compact(lake, spark, "l.big", 5_000, layout="sliced")
+    assert tasks >= 5, tasks
+    assert result.stats.records_kept == 700
+    latest = {b"k%d" % (i % 700): b"v%d" % i for i in range(count)}
+    assert {r.key: r.value for r in view(lake, "l.big")} == latest

@@ -45,6 +45,8 @@ from compactor.topics.workers import pool
 FILE_SCHEMA = schema_to_pyarrow(ts.TOPIC_SCHEMA)
 TARGET_FILE_BYTES_PROPERTY = "write.target-file-size-bytes"
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
+ROW_GROUP_LIMIT_PROPERTY = "write.parquet.row-group-limit"
+DEFAULT_ROW_GROUP_ROWS = 1_048_576  # pyiceberg's default, for topics created before the property was set
 MAX_OPEN_FILES = 64
 REWRITE_CHUNK_ROWS = 65_536
 log = logging.getLogger(__name__)
@@ -67,9 +69,12 @@ class _PartitionFile:
         # repeats; measured both faster to write and smaller than trying a dictionary per column chunk.
         self._writer = pq.ParquetWriter(cast(IO[Any], self._stream), schema=FILE_SCHEMA, use_dictionary=False,
                                         **_get_parquet_writer_kwargs(table.metadata.properties))
+        # Row groups of at most the table's row-group limit, so a large batch's file stays splittable (Spark
+        # reads its row groups in parallel tasks: compaction's sliced layout relies on it).
+        self._row_group_rows = int(table.metadata.properties.get(ROW_GROUP_LIMIT_PROPERTY, DEFAULT_ROW_GROUP_ROWS))
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(batch)
+        self._writer.write_batch(batch, row_group_size=self._row_group_rows)
         self.rows += batch.num_rows
         self.bytes += batch.nbytes
 
