@@ -57,7 +57,8 @@ def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
     keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 100))) for _ in range(800)]  # not UTF-8
     keys += ["".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(160, 0x10FFFF)]))
                      for _ in range(rng.randrange(0, 30))).encode("utf-8", "surrogatepass") for _ in range(800)]
-    keys += [b"21", b"foobar", b"", b"abc", b"\xff" * 67, b"\xc0\x80", b"\xed\xa0\x80", "é€𝄞".encode()]
+    keys += [b"21", b"foobar", b"", b"abc", b"\xff" * 67, b"\xc0\x80", b"\xed\xa0\x80", "é€𝄞".encode(),
+             "\ufffd".encode(), "a\ufffdb".encode(), b"a\xef\xbf\xbd\xff", b"\xff\xfe"]  # real U+FFFD or not
     frame = spark.createDataFrame([(k,) for k in keys] + [(None,)], "key binary").repartition(2)
     for partitions in (1, 4, 7, 1000):
         got = {(bytes(r["key"]) if r["key"] is not None else None): r["p"]

@@ -77,7 +77,8 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     position = F.col("_row").bitwiseAND(F.lit((1 << ROW_BITS) - 1))
     round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
     frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))
-    return frame.withColumn("_size", record_size(F.col("key"), F.col("value"), F.col("headers"))).drop("_hashed")
+    headers = F.col("headers") if "headers" in names else None
+    return frame.withColumn("_size", record_size(F.col("key"), F.col("value"), headers)).drop("_hashed")
 
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> Counts:
