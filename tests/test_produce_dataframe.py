@@ -67,14 +67,21 @@ def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
         assert got == {**expected, None: None}
 
 
-@pytest.mark.parametrize("rows_in, message", [
-    ([(b"k", b"v", 0), (b"k", b"v", 9)], "partition 9 is out of range"),
-    ([(b"k", b"x" * 50, None)], r"a record of 51 bytes exceeds max\.message\.bytes \(40\)"),
+HEADERS = "headers array<struct<key:string,value:binary>>"
+
+
+@pytest.mark.parametrize("rows_in, schema, message", [
+    ([(b"k", b"v", 0), (b"k", b"v", 9)], "partition int", "partition 9 is out of range"),
+    ([(b"k", b"x" * 50, None)], "partition int", r"a record of 51 bytes exceeds max\.message\.bytes \(40\)"),
+    ([(b"k", b"v", []), (b"k", b"x" * 10, [("h" * 20, b"y" * 20)])], HEADERS,  # headers count against the limit
+     r"a record of 51 bytes exceeds max\.message\.bytes \(40\)"),
+    ([(b"k", b"v", [("h", b"1"), (None, b"2")])], HEADERS, "a header key must be a string"),
+    ([(b"k", b"v", 5), (b"k", b"v", -5)], "timestamp_ms long", "timestamp_ms must be between 0"),
 ])
 def test_a_bad_row_fails_the_dataframe_batch(spark: SparkSession, lake: Lake, rows_in: list[tuple[Any, ...]],
-                                             message: str) -> None:
+                                             schema: str, message: str) -> None:
     lake.create_topic("d.bad", partitions=2, config={"max.message.bytes": "40"})
-    df = spark.createDataFrame(rows_in, "key binary, value binary, partition int").coalesce(1)
+    df = spark.createDataFrame(rows_in, f"key binary, value binary, {schema}").coalesce(1)
     with pytest.raises(InvalidRecordError, match=message + r".*\(Spark partition 0, row \d+ of that partition\)"):
         produce_dataframe(lake, "d.bad", df)
     topic = lake.topic("d.bad")

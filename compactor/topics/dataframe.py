@@ -81,8 +81,10 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     return frame.withColumn("_size", record_size(F.col("key"), F.col("value"), headers)).drop("_hashed")
 
 
-def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> Counts:
-    """The counting pass; raises ``InvalidRecordError`` for the first bad row (nothing is written)."""
+def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True) -> Counts:
+    """The counting pass; raises ``InvalidRecordError`` for the first bad row (nothing is written). Without
+    ``headers`` (the input has no such column) the header check, a higher-order function evaluated without
+    code generation, is skipped."""
     from pyspark.sql import functions as F
 
     def first(condition: Any) -> Any:
@@ -94,8 +96,9 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int) -> Counts:
         "size": F.col("_size") > max_message_bytes,
         "timestamp": F.col("timestamp_ms").isNotNull()
         & ((F.col("timestamp_ms") < 0) | (F.col("timestamp_ms") > MAX_TIMESTAMP_MS)),
-        "header": F.coalesce(F.exists(F.col("headers"), lambda h: h.getField("key").isNull()), F.lit(False)),
     }
+    if headers:
+        checks["header"] = F.coalesce(F.exists(F.col("headers"), lambda h: h.getField("key").isNull()), F.lit(False))
     rows = (frame.groupBy("_pid", "_p")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("_size").alias("bytes"),
                  *[first(c).alias(f"bad_{name}") for name, c in checks.items()],
@@ -150,7 +153,7 @@ def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batc
                                     settings.producer_id_expiration_ms)
     rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
     frame = _prepare(df, partitions, rr_start)
-    counted = _count(frame, partitions, settings.max_message_bytes)
+    counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
     if int(counted.counts.sum()) == 0:
         return BatchSummary(batch_id, 0, False, None, 0)
     if replaying is not None:
