@@ -280,8 +280,13 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--workdir", default="bench/data/produce")
     parser.add_argument("--out", default="bench/results/produce.json")
+    parser.add_argument("--arrow-pool", choices=["default", "system"], default="default",
+                        help="Arrow's memory pool for the whole run (system: malloc; see bench/README.md)")
     args = parser.parse_args()
+    if args.arrow_pool == "system":
+        pa.set_memory_pool(pa.system_memory_pool())
     results = Bench(args).run()
+    results["arrow_pool"] = pa.default_memory_pool().backend_name
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
