@@ -12,7 +12,9 @@ A batch is staged first (its data files written with offsets ``N_p + rank``; see
 
 A lost race (``main`` moved) discards this attempt's metadata files and goes back to step 1, up to
 ``max_attempts``, then fails with "append conflict" having written nothing. A commit whose outcome cannot be
-learned raises ``OutcomeUnknownError`` (exit 75), saying to re-send with the same batch id.
+learned raises ``OutcomeUnknownError`` (exit 75), saying to re-send with the same batch id. Once the commit
+has landed nothing discards the batch's files, whatever fails afterwards; an interrupt (Ctrl-C) leaves the
+files to orphan cleanup, since it may have come while the catalog committed them.
 """
 
 from __future__ import annotations
@@ -132,30 +134,54 @@ def commit_batch(topic: Topic, staged: Staged, *, now_ms: int, batch_id: str | N
     The topic is re-read before the first attempt if staging took longer than ``stale_after_s``.
     """
     started = staged_at if staged_at is not None else time.monotonic()
+    landed: tuple[Committed, Table | None] | None = None
     try:
         for attempt in range(1, max_attempts + 1):
             if attempt > 1 or time.monotonic() - started > stale_after_s:
                 topic.refresh()
-            outcome = _attempt(topic, staged, attempt, now_ms=now_ms, batch_id=batch_id, settings=settings,
-                               mirror=mirror, check_id=batch_id is not None and (attempt > 1 or not fresh_id),
-                               operation=operation)
-            if outcome is not None:
-                return outcome
+            landed = _attempt(topic, staged, attempt, now_ms=now_ms, batch_id=batch_id, settings=settings,
+                              mirror=mirror, check_id=batch_id is not None and (attempt > 1 or not fresh_id),
+                              operation=operation)
+            if landed is not None:
+                break
             _backoff(attempt)
     except OutcomeUnknownError:
         raise  # the files may be committed: keep them
-    except BaseException:
+    except Exception:
         staged.discard()
         raise
-    staged.discard()
-    raise AppendConflictError(
-        f"append conflict: {max_attempts} attempts to append to {topic.name} lost the race with other "
-        "appenders; nothing was written. Retry later, or produce larger, fewer batches."
-    )
+    # An interrupt (KeyboardInterrupt, SystemExit) is not caught: it may have come while the catalog committed,
+    # so the files stay, and orphan cleanup removes them if the batch did not land.
+    if landed is None:
+        staged.discard()
+        raise AppendConflictError(
+            f"append conflict: {max_attempts} attempts to append to {topic.name} lost the race with other "
+            "appenders; nothing was written. Retry later, or produce larger, fewer batches."
+        )
+    outcome, committed = landed
+    if not outcome.duplicate:
+        _after_commit(topic, committed)
+    return outcome
+
+
+def _after_commit(topic: Topic, committed: Table | None) -> None:
+    """The batch is committed: from here on nothing may discard its files. The topic object takes the committed
+    metadata; if it has to be re-read and that fails, the next append re-reads it (its commit is conditional)."""
+    failpoints.hit("produce-after-commit")
+    if committed is not None:
+        topic.adopt(committed)
+        return
+    try:
+        topic.refresh()
+    except Exception:
+        log.debug("could not re-read %s after committing to it", topic.name, exc_info=True)
 
 
 def _attempt(topic: Topic, staged: Staged, attempt: int, *, now_ms: int, batch_id: str | None,
-             settings: TopicSettings, mirror: bool, check_id: bool, operation: str) -> Committed | None:
+             settings: TopicSettings, mirror: bool, check_id: bool,
+             operation: str) -> tuple[Committed, Table | None] | None:
+    """One conditional commit: the outcome and the committed table (None when only learned by re-reading, or
+    when the batch id had committed before), or None when another commit won the race."""
     window_ms = settings.producer_id_expiration_ms
     table = topic.table
     properties = table.metadata.properties
@@ -166,7 +192,7 @@ def _attempt(topic: Topic, staged: Staged, attempt: int, *, now_ms: int, batch_i
         if entry is not None:
             staged.discard()
             base, counts = entry.arrays(state.partitions)
-            return Committed(base, counts, entry.rr_start, entry.snapshot_id, True, attempt, batch_id)
+            return Committed(base, counts, entry.rr_start, entry.snapshot_id, True, attempt, batch_id), None
     base = np.asarray(state.next_offsets, np.int64)
     if mirror:
         touched = np.nonzero(staged.counts)[0]
@@ -215,15 +241,10 @@ def _attempt(topic: Topic, staged: Staged, attempt: int, *, now_ms: int, batch_i
         raise OutcomeUnknownError(
             f"the append to {topic.name} failed and the table could not be re-read ({first_line(exc)}); "
             "re-send with the same batch id (--batch-id) to make the retry safe") from exc
-    except BaseException:
-        _delete_quietly(table, written)
+    except Exception:
+        _delete_quietly(table, written)  # ``send`` resolved any ambiguity: this commit did not land
         raise
-    failpoints.hit("produce-after-commit")
-    if committed is not None:
-        topic.adopt(committed)
-    else:
-        topic.refresh()
-    return Committed(base, staged.counts.copy(), staged.rr_start, snapshot_id, False, attempt, batch_id)
+    return Committed(base, staged.counts.copy(), staged.rr_start, snapshot_id, False, attempt, batch_id), committed
 
 
 def _delete_quietly(table: Table, paths: Sequence[str]) -> None:
