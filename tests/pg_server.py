@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -67,7 +68,7 @@ class PostgresServer:
             cursor.execute(f'CREATE DATABASE "{database}" OWNER {user}')
             cursor.execute("SELECT pg_reload_conf()")
         connection.close()
-        return f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://{user}:{quote(password, safe='')}@127.0.0.1:{self.port}/{database}"
 
     def run_output(self, *args: str) -> str:
         """Run a command as the server's user (it owns the data directory) and return its output."""

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -47,7 +48,7 @@ def secrets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
     s3: S3Server = request.getfixturevalue("s3_server")
     postgres: PostgresServer = request.getfixturevalue("postgres_server")
     tag = uuid.uuid4().hex[:10]
-    s3_secret, pg_secret = f"s3-secret-{tag}", f"pg-secret-{tag}"
+    s3_secret, pg_secret = f"s3-secret-{tag}", f"pg/secret@{tag}:%"  # the URI carries it percent-encoded
     bucket = f"creds-{tag}"
     s3.create_bucket(bucket)
     catalog_uri = postgres.create_login(f"compactor_{tag}", pg_secret, f"creds_{tag}")
@@ -97,7 +98,7 @@ def paused_scan(command: list[str], env: dict[str, str], marker: Path, secret_va
 def test_credentials_stay_off_command_lines_outputs_and_logs(secrets: dict[str, str], tmp_path: Path,
                                                              route: str) -> None:
     env = environment(secrets)
-    values = [secrets["s3"], secrets["pg"]]
+    values = [secrets["s3"], secrets["pg"], quote(secrets["pg"], safe="")]
     if route == "cli":
         command = [sys.executable, "-m", "compactor.cli.main", "compact", "s.t"]
     else:

@@ -127,3 +127,23 @@ def test_the_spark_reader_keeps_its_files_after_appends_and_retention(spark: Spa
     # a new query on the frame plans it again (the same Dataset object would reuse its executed plan)
     again = frame.select("offset", "value").collect()
     assert [(r["offset"], bytes(r["value"])) for r in again] == first == [(0, b"1"), (1, b"2")]
+
+
+def test_dataframe_files_keep_row_groups_small_enough_to_split(spark: SparkSession, lake: Lake,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's Parquet writer bounds row groups by bytes only: the staging table asks for small ones, so the
+    compaction's sliced layout can split a large DataFrame batch's file (here 1 MB groups, 3 MB of values)."""
+    import pyarrow.parquet as pq
+
+    from compactor.topics import spark_stage
+
+    monkeypatch.setattr(spark_stage, "STAGED_ROW_GROUP_BYTES", str(1024 * 1024))
+    lake.create_topic("d.groups", partitions=1)
+    noise = random.Random(5)
+    df = spark.createDataFrame([(f"k{i}".encode(), noise.randbytes(3000)) for i in range(1000)],
+                               "key binary, value binary").coalesce(1)
+    produce_dataframe(lake, "d.groups", df)
+    files = lake.topic("d.groups").raw_files()
+    assert len(files) == 1 and files[0].record_count == 1000
+    with lake.topic("d.groups").table.io.new_input(files[0].path).open() as stream:
+        assert pq.ParquetFile(stream).metadata.num_row_groups >= 2

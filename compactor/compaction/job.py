@@ -11,10 +11,11 @@ It reads like Kafka's cleaner (clean -> build the offset map -> recopy), one ste
    ``incremental`` (position-delete the removed compacted rows, append the range's kept rows) or ``rewrite``
    (write the whole view afresh when deletes pile up).
 3. **publish** (``publish``): one conditional catalog commit makes the new cursor current, if ``C`` still is.
-   If another run won, this one starts again from the plan on the new cursor (up to ``max_attempts``).
+   If another run won, this one starts again from the plan on the new cursor (``max_attempts`` in all).
 
 Any failure before the commit leaves ``main`` (the cursor) as it was; the run's staging branch and scratch
-table are dropped (or, if the process died, removed later by retention and by the next run).
+table are dropped (or, if the process died, once older than ``compaction.orphan-min-age-ms``: the scratch
+table by the next run and by retention, the staging branch by retention).
 """
 
 from __future__ import annotations

@@ -108,9 +108,11 @@ def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
             spark.conf.set(key, value)
     transient = [key for key in secrets if not key.startswith("spark.hadoop.")]
     if transient:
-        _initialise_catalog(spark, config.catalog_name)
-        for key in transient:
-            spark.conf.unset(key)
+        try:
+            _initialise_catalog(spark, config.catalog_name)
+        finally:  # also when the catalog cannot connect: the password must not stay in the session
+            for key in transient:
+                spark.conf.unset(key)
 
 
 def _initialise_catalog(spark: SparkSession, name: str) -> None:

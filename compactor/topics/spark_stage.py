@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
 STAGING_INFIX = "__producing_"
+STAGED_ROW_GROUP_BYTES = str(32 * 1024 * 1024)
 
 
 class LakeLike(Protocol):
@@ -128,7 +129,10 @@ class SparkStage:
             self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
                                            partition_spec=ts.TOPIC_PARTITION_SPEC,
                                            properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
-                                                       "write.spark.fanout.enabled": "false"})
+                                                       "write.spark.fanout.enabled": "false",
+                                                       # Spark's writer has no row limit per row group: keep
+                                                       # them small enough for compaction to split files
+                                                       "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
         self._staging.append((identifier, location))
         return identifier
 

@@ -24,7 +24,10 @@ while [ $# -gt 0 ] && [ "$1" = "--conf" ]; do
 done
 [ $# -gt 0 ] || { echo "usage: $0 [--conf KEY=VALUE ...] VERB [ARGS...]   (e.g. compact NAME, clean --interval 60)" >&2; exit 2; }
 if [ -n "${COMPACTOR_CATALOG_URI:-}" ] && [[ "$COMPACTOR_CATALOG_URI" == *://*:*@* ]] && [ -z "${COMPACTOR_CATALOG_PASSWORD:-}" ]; then
-  pass=${COMPACTOR_CATALOG_URI#*://}; pass=${pass%@*}; export COMPACTOR_CATALOG_PASSWORD=${pass#*:}
+  # decoded (%40 is @) by Python, which reads the URI from the environment, not from its arguments
+  COMPACTOR_CATALOG_PASSWORD=$("$PY" -c 'import os, urllib.parse as u
+print(u.unquote(u.urlsplit(os.environ["COMPACTOR_CATALOG_URI"]).password or ""), end="")')
+  export COMPACTOR_CATALOG_PASSWORD
 fi
 command=$("$PY" -m compactor.deploy --master "$SPARK_MASTER" ${confs[@]+"${confs[@]}"} -- "$@")
 export PATH="$ROOT/.venv/bin:$PATH"
