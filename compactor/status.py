@@ -19,7 +19,7 @@ from compactor.cursor import Cursor, load_compacted, retained_cursors
 from compactor.metrics import compaction_metrics
 from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
-from compactor.topics.state import TopicPositions, offsets_to_dict
+from compactor.topics.state import offsets_to_dict
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
@@ -52,12 +52,15 @@ class StatusMetrics(JsonResult):
     dirty_ratio: float
 
 
-@dataclass(frozen=True)
-class TopicStatus(TopicPositions):
+@dataclass
+class TopicStatus(JsonResult):
     """Everything ``compactor status --json`` prints (the INTERFACE.md fields, then detail)."""
 
+    topic: str
     now_ms: int
     policy: str
+    next_offsets: dict[str, int]
+    log_start_offsets: dict[str, int]
     horizons: dict[str, int]
     next_horizons: dict[str, int]
     cursor: dict[str, Any] | None  # the ``compact`` fields of the current cursor (``Cursor.as_json``)

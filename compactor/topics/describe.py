@@ -8,7 +8,7 @@ from typing import Any
 from compactor.iceberg.catalog import load_table_if_exists
 from compactor.results import JsonResult
 from compactor.topics.settings import TopicSettings
-from compactor.topics.state import TopicPositions, offsets_to_dict
+from compactor.topics.state import offsets_to_dict
 from compactor.topics.topic import Topic
 
 
@@ -34,14 +34,17 @@ class PartitionSize(JsonResult):
 
 
 @dataclass(frozen=True)
-class TopicDescription(TopicPositions):
+class TopicDescription(JsonResult):
     """Everything ``compactor topic describe --json`` prints."""
 
+    topic: str
     table: str
     location: str
     partitions: int
     schema: str
     settings: dict[str, str]
+    next_offsets: dict[str, int]
+    log_start_offsets: dict[str, int]
     records: int
     bytes: int
     files: int

@@ -18,7 +18,6 @@ from compactor.properties import (
     NEXT_OFFSETS_PROPERTY,
     PARTITIONS_PROPERTY,
 )
-from compactor.results import JsonResult
 
 
 @dataclass(frozen=True)
@@ -78,13 +77,3 @@ def read_offsets(properties: Mapping[str, str]) -> PartitionOffsets:
         raise TopicCorruptError("a log start offset lies past its partition's next offset")
     logical = decode_offsets(properties.get(LOGICAL_BYTES_PROPERTY, zeros), partitions, LOGICAL_BYTES_PROPERTY)
     return PartitionOffsets(next_offsets, starts, logical)
-
-
-@dataclass(frozen=True)
-class TopicPositions(JsonResult):
-    """A topic and the offsets that bound its raw log, per partition (JSON objects: partition -> offset): the
-    fields ``status --json`` and ``topic describe --json`` share, declared once."""
-
-    topic: str
-    next_offsets: dict[str, int]
-    log_start_offsets: dict[str, int]
