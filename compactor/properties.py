@@ -40,10 +40,6 @@ TOPIC_TABLE_PROPERTIES = {
     "write.metadata.previous-versions-max": "50",
     "write.distribution-mode": "none",
 }
-RESERVED_PROPERTIES = frozenset({MARKER_PROPERTY, PARTITIONS_PROPERTY, NEXT_OFFSETS_PROPERTY,
-                                 LOG_START_OFFSETS_PROPERTY, LOGICAL_BYTES_PROPERTY, LOG_START_BYTES_PROPERTY,
-                                 CURSOR_MIRROR_PROPERTY, COMPACT_OFF_SINCE_PROPERTY, BATCH_IDS_PROPERTY,
-                                 *TOPIC_TABLE_PROPERTIES})
 
 # --- table properties of the compacted table ----------------------------------------------------------
 COMPACTED_OF_PROPERTY = "compactor.compacted-of"
@@ -63,7 +59,6 @@ COMPACTED_TABLE_PROPERTIES = {
 # --- snapshot summary properties, on every commit the product makes ----------------------------------------
 SUMMARY_OPERATION = "compactor.operation"   # produce, retention, ...
 SUMMARY_NOW = "compactor.now-ms"            # the command's clock: expiry ages use it, never commit times
-SUMMARY_COMMIT_ID = "compactor.commit-id"   # identifies one append attempt, to learn an ambiguous outcome
 SUMMARY_BATCH_ID = "compactor.batch-id"     # the producer's idempotence key
 SUMMARY_BATCH = "compactor.batch"           # (older topics) the batch's offsets plan: base, counts, round-robin start
 SUMMARY_BASE = "compactor.base"             # the empty snapshot first compaction runs branch from

@@ -32,9 +32,6 @@ class PartitionOffsets:
     def partitions(self) -> int:
         return len(self.next_offsets)
 
-    def as_dicts(self) -> tuple[dict[str, int], dict[str, int]]:
-        return offsets_to_dict(self.next_offsets), offsets_to_dict(self.log_start_offsets)
-
 
 def offsets_to_dict(values: Sequence[int]) -> dict[str, int]:
     """JSON-friendly ``{"0": n0, "1": n1, ...}`` (the form every JSON output uses)."""
