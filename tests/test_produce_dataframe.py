@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -147,3 +148,25 @@ def test_dataframe_files_keep_row_groups_small_enough_to_split(spark: SparkSessi
     assert len(files) == 1 and files[0].record_count == 1000
     with lake.topic("d.groups").table.io.new_input(files[0].path).open() as stream:
         assert pq.ParquetFile(stream).metadata.num_row_groups >= 2
+
+
+def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark: SparkSession, lake: Lake,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer that died after its commit left its staging table, whose manifests list the topic's own files:
+    retention drops the table once older than ``compaction.orphan-min-age-ms``, without touching the data."""
+    from compactor.topics.spark_stage import SparkStage
+
+    lake.create_topic("d.dead", partitions=2, config={"cleanup.policy": "compact"})  # no time-based removal
+    monkeypatch.setattr(SparkStage, "drop_staging", lambda self: None)  # the process died before its clean-up
+    df = spark.createDataFrame([(f"k{i}".encode(), f"v{i}".encode()) for i in range(20)], "key binary, value binary")
+    produce_dataframe(lake, "d.dead", df, now_ms=1000)
+    monkeypatch.undo()
+    staging = [".".join(t) for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    assert len(staging) == 1
+    later = int(time.time() * 1000) + lake.topic("d.dead").settings.orphan_min_age_ms + 60_000
+    assert run_retention(lake, "d.dead", now_ms=int(time.time() * 1000)).dropped_staging_tables == []  # too young
+    assert run_retention(lake, "d.dead", now_ms=later, dry_run=True).dropped_staging_tables == staging
+    assert run_retention(lake, "d.dead", now_ms=later).dropped_staging_tables == staging
+    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    assert sorted(r["value"] for r in rows(lake, "d.dead")) == sorted(f"v{i}".encode() for i in range(20))
+    assert lake.list_topics() == ["d.dead"]

@@ -283,8 +283,8 @@ def test_the_printed_result_keeps_every_field_name(lake: Lake) -> None:
     out = run_retention(lake, "d.names", now_ms=T0 + DAY).as_json()
     assert list(out) == ["topic", "dry_run", "now_ms", "removed_records", "removed_files", "removed_bytes",
                          "expired_snapshots", "log_start_offsets", "policy", "retained_cursors", "raw",
-                         "compacted_trim", "policy_off", "expiry", "dropped_run_tables", "deleted_files",
-                         "deleted_bytes", "duration_ms"]
+                         "compacted_trim", "policy_off", "expiry", "dropped_run_tables",
+                         "dropped_staging_tables", "deleted_files", "deleted_bytes", "duration_ms"]
     assert out["raw"] == {"0": {"files": 1, "records": 2, "bytes": out["removed_bytes"], "log_start": 0,
                                 "new_log_start": 2, "reason": "retention.ms"}}
     assert {"applies", "committed", "reason", "trim_before_ms", "compacted_snapshot_id", "rows_removed"} == set(

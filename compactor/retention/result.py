@@ -81,6 +81,7 @@ class RetentionResult(JsonResult):
     policy_off: PolicyOff = field(default_factory=lambda: PolicyOff(applies=False))
     expiry: Expiry = field(default_factory=Expiry)
     dropped_run_tables: list[str] = field(default_factory=list)  # phase-1 tables of compaction runs that died
+    dropped_staging_tables: list[str] = field(default_factory=list)  # of DataFrame producers that died
     deleted_files: int = 0  # files physically deleted by expiry of both tables (orphans included)
     deleted_bytes: int = 0
     duration_ms: int = 0

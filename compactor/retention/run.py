@@ -43,6 +43,7 @@ from compactor.retention.raw import PartitionPlan, new_properties, plan_partitio
 from compactor.retention.result import CompactedTrim, Expiry, PolicyOff, RawRemoval, RetentionResult
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
+from compactor.topics.spark_stage import drop_stale_staging
 from compactor.topics.state import offsets_to_dict
 from compactor.topics.topic import RawFile, Topic
 
@@ -104,6 +105,8 @@ class RetentionPass:
         result.expiry = expiry
         result.dropped_run_tables = drop_stale_scratch(self.lake.catalog, self.lake.config, self.name, self.now,
                                                        settings.orphan_min_age_ms, dry_run=self.dry_run)
+        result.dropped_staging_tables = drop_stale_staging(self.lake.catalog, self.lake.config, self.name,
+                                                           self.now, settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
         result.deleted_files = sum(e.deleted_files + e.orphan_files for e in (expiry.raw, expiry.compacted))
         result.deleted_bytes = sum(e.deleted_bytes + e.orphan_bytes for e in (expiry.raw, expiry.compacted))

@@ -11,11 +11,13 @@ another producer moved ``N_p`` first. The staging table is dropped afterwards, i
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
@@ -26,6 +28,7 @@ from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix
+from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
 
 ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
 STAGING_INFIX = "__producing_"
+STAGING_DIR = "_compactor_staging"  # under the warehouse: the staging tables' metadata (their data is the topic's)
 STAGED_ROW_GROUP_BYTES = str(32 * 1024 * 1024)
+log = logging.getLogger(__name__)
 
 
 class LakeLike(Protocol):
@@ -123,7 +128,7 @@ class SparkStage:
     def _create_staging(self, table: Table) -> str:
         name = f"{self.topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
         identifier = ".".join((*self.topic.name.namespace, name))
-        location = f"{self.lake.config.warehouse.rstrip('/')}/_compactor_staging/{name}"
+        location = f"{self.lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}"
         data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
         with translate_storage_errors(f"creating a staging table for {self.topic.name}"):
             self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
@@ -178,4 +183,39 @@ class SparkStage:
         self._staging = []
 
 
-__all__ = ["ROW_BITS", "Counts", "LakeLike", "SparkStage"]
+def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
+                       dry_run: bool = False) -> list[str]:
+    """Drop the staging tables of ``name``'s DataFrame batches last changed more than ``min_age_ms`` before
+    ``now_ms`` (a producer that died left them); returns their identifiers (in a dry run, those it would drop).
+
+    Only the catalog entry and the staging metadata go, never the data: a staging table's manifests list files
+    in the topic's own data directory, which the topic may have committed (so never ``DROP TABLE ... PURGE``
+    one by hand either); files no snapshot of the topic references are left to orphan cleanup.
+    """
+    prefix = f"{name.topic}{STAGING_INFIX}"
+    try:
+        identifiers = [i for i in catalog.list_tables(name.namespace) if i[-1].startswith(prefix)]
+    except Exception as exc:  # housekeeping: the next retention tries again
+        log.info("could not list the tables of %s to drop stale staging tables: %s", name, exc)
+        return []
+    dropped: list[str] = []
+    for identifier in identifiers:
+        full = ".".join(identifier)
+        try:
+            table = catalog.load_table(full)
+        except Exception:  # dropped meanwhile, or unreadable: the next retention tries again
+            continue
+        location = table.metadata.location
+        if props.MARKER_PROPERTY in table.metadata.properties or f"/{STAGING_DIR}/" not in location:
+            continue  # not a staging table (a topic of that name)
+        if table.metadata.last_updated_ms + min_age_ms >= now_ms:
+            continue  # possibly a producer still at work
+        if not dry_run:
+            with contextlib.suppress(Exception):
+                catalog.drop_table(full)
+                delete_prefix(config, location)
+        dropped.append(full)
+    return dropped
+
+
+__all__ = ["ROW_BITS", "Counts", "LakeLike", "SparkStage", "drop_stale_staging"]
