@@ -23,7 +23,8 @@ with nothing committed.
 3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
    commit with the new ``N_p`` (``topics.append``), exactly like every other append. On a lost race the write
    runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
-   run leaves it behind, and its unreferenced data files are removed by orphan cleanup.
+   run leaves it behind, for retention to drop once older than ``compaction.orphan-min-age-ms``
+   (``spark_stage.drop_stale_staging``), and its uncommitted data files to orphan cleanup.
 """
 
 from __future__ import annotations
