@@ -211,8 +211,12 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
         if table.metadata.last_updated_ms + min_age_ms >= now_ms:
             continue  # possibly a producer still at work
         if not dry_run:
-            with contextlib.suppress(Exception):
+            try:
                 catalog.drop_table(full)
+            except Exception as exc:  # the next retention tries again
+                log.info("could not drop the stale staging table %s: %s", full, exc)
+                continue
+            with contextlib.suppress(Exception):  # metadata nothing refers to any more
                 delete_prefix(config, location)
         dropped.append(full)
     return dropped
