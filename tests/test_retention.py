@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from compactor.errors import OffsetOutOfRangeError, SnapshotExpiredError
+from compactor.errors import OffsetOutOfRangeError, OutcomeUnknownError, SnapshotExpiredError
 from compactor.lake import Lake
 from compactor.retention import run_retention
 from compactor.topics.producer import produce
@@ -295,3 +296,40 @@ def test_the_printed_result_keeps_every_field_name(lake: Lake) -> None:
     assert set(out["expiry"]["raw"]) == {"expired_snapshots", "removed_refs", "deleted_files", "deleted_bytes",
                                          "orphan_files", "orphan_bytes"}
     json.dumps(out)
+
+
+# --- an ambiguous commit --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table_readable", [True, False])
+def test_a_lost_reply_to_the_retention_commit(lake: Lake, monkeypatch: pytest.MonkeyPatch,
+                                              table_readable: bool) -> None:
+    """The catalog commits the removal and the reply is lost: retention learns the outcome by re-reading the
+    table; if it cannot, the outcome is unknown (exit 75), and a second run finds nothing more to remove."""
+    lake.create_topic("d.lost", config={"retention.ms": str(DAY)})
+    produce(lake.topic("d.lost"), batch("ab", T0), now_ms=T0)
+    produce(lake.topic("d.lost"), batch("c", T0 + 5 * DAY), now_ms=T0 + 5 * DAY)
+    catalog = lake.catalog
+    real_commit, real_load = catalog.commit_table, catalog.load_table
+    lost = {"reply": False}
+
+    def commit_then_lose_the_reply(*args: Any, **kwargs: Any) -> Any:
+        real_commit(*args, **kwargs)
+        lost["reply"] = True
+        raise ConnectionResetError("injected: the catalog's reply was lost")
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        if lost["reply"] and not table_readable:
+            raise ConnectionResetError("injected: the catalog is unreachable")
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(catalog, "commit_table", commit_then_lose_the_reply)
+    monkeypatch.setattr(catalog, "load_table", load)
+    if table_readable:
+        assert run_retention(lake, "d.lost", now_ms=T0 + 6 * DAY).removed_records == 2
+    else:
+        with pytest.raises(OutcomeUnknownError, match="re-running is safe"):
+            run_retention(lake, "d.lost", now_ms=T0 + 6 * DAY)
+    monkeypatch.undo()
+    assert [r.value for r in raw(lake, "d.lost")] == [f"c@{T0 + 5 * DAY}".encode()]  # it did land
+    assert run_retention(lake, "d.lost", now_ms=T0 + 6 * DAY).removed_records == 0

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestFile, write_manifest_list
-from pyiceberg.table import Table
+from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary, update_snapshot_summaries
@@ -154,3 +154,20 @@ def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, .
     if is_storage_failure(failure):
         raise storage_error(what, failure) from failure
     raise failure
+
+
+def send_transaction(catalog: Catalog, tx: Transaction, what: str) -> Table | None:
+    """``send`` what a pyiceberg transaction staged (its updates and requirements, plus the table's UUID) instead
+    of ``commit_transaction``, which retries blindly and cannot tell a lost reply from a failed commit.
+
+    The transaction must add a snapshot: after an ambiguous failure, that snapshot's presence in the re-read
+    table is how ``send`` learns that the commit landed.
+    """
+    updates = tuple(tx._updates)
+    added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
+    if not added:
+        raise ValueError(f"{what}: send_transaction needs a transaction that adds a snapshot")
+    table = tx._table
+    requirements = (*tx._requirements, AssertTableUUID(uuid=table.metadata.table_uuid))
+    return send(catalog, table, requirements, updates,
+                lambda metadata: all(metadata.snapshot_by_id(i) is not None for i in added), what)

@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import BooleanExpression, Or
 
 from compactor import failpoints
@@ -35,6 +35,7 @@ from compactor.compaction.scratch import drop_stale_scratch
 from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
 from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.commits import send_transaction
 from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.storage import delete_prefix
 from compactor.progress import Progress
@@ -142,19 +143,20 @@ class RetentionPass:
             terms: list[BooleanExpression] = [partition_range(p.partition, 0, p.new_log_start) for p in plans
                                               if p.files]
             predicate = terms[0] if len(terms) == 1 else Or(*terms)
-            try:
-                with translate_storage_errors(f"applying retention to {self.name}"):
-                    tx = topic.table.transaction()
-                    tx.set_properties(properties)
-                    delete = tx.update_snapshot(snapshot_properties={
-                        props.SUMMARY_OPERATION: "retention", props.SUMMARY_NOW: str(self.now)}).delete()
-                    delete.delete_by_predicate(predicate)
-                    if delete.rewrites_needed:
-                        raise TopicCorruptError(f"{self.name}: a raw file straddles the new log start; raw files "
-                                                "must hold contiguous offset ranges. Nothing was removed")
-                    delete.commit()
-                    tx.commit_transaction()
-            except CommitFailedException:
+            what = f"applying retention to {self.name}"
+            with translate_storage_errors(what):
+                tx = topic.table.transaction()
+                tx.set_properties(properties)
+                delete = tx.update_snapshot(snapshot_properties={
+                    props.SUMMARY_OPERATION: "retention", props.SUMMARY_NOW: str(self.now)}).delete()
+                delete.delete_by_predicate(predicate)
+                if delete.rewrites_needed:
+                    raise TopicCorruptError(f"{self.name}: a raw file straddles the new log start; raw files "
+                                            "must hold contiguous offset ranges. Nothing was removed")
+                delete.commit()  # stages the snapshot in the transaction; nothing is committed yet
+            try:  # an ambiguous failure is resolved by re-reading the table, else exit 75 (outcome unknown)
+                send_transaction(topic.catalog, tx, what)
+            except CommitConflictError:
                 continue  # a producer (or another retention) committed first: plan again on the new head
             topic.refresh()
             return plans
