@@ -29,6 +29,7 @@ from compactor.schema import (
     VALUE,
     VIEW_COLUMNS,
 )
+from compactor.spark.columns import record_bytes
 
 SUPERSEDED = "__compactor_superseded"
 DOOMED = "__compactor_doomed"
@@ -37,18 +38,6 @@ TRIMMED = "__compactor_trimmed"
 
 def is_tombstone() -> Column:
     return F.col(KEY).isNotNull() & F.col(VALUE).isNull()
-
-
-def record_bytes() -> Column:
-    """Key + value + header keys and values, in bytes (the rule ``max.message.bytes`` uses)."""
-    # the higher-order function is interpreted row by row, so it only runs for rows that carry headers
-    summed = F.aggregate(
-        F.col(HEADERS),
-        F.lit(0).cast("bigint"),
-        lambda acc, h: acc + F.octet_length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0)),
-    )
-    header_bytes = F.when(F.size(F.col(HEADERS)) > 0, summed).otherwise(F.lit(0).cast("bigint"))
-    return (F.coalesce(F.length(KEY), F.lit(0)) + F.coalesce(F.length(VALUE), F.lit(0))).cast("bigint") + header_bytes
 
 
 def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: bool, now_ms: int,
@@ -70,7 +59,7 @@ def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: 
         kept = kept.where(~is_tombstone())
     kept = (kept.withColumn(DELETE_HORIZON, F.when(is_tombstone(), F.lit(horizon)).otherwise(F.lit(None))
                             .cast("bigint"))
-            .withColumn(RECORD_BYTES, record_bytes()))
+            .withColumn(RECORD_BYTES, record_bytes(F.col(KEY), F.col(VALUE), F.col(HEADERS))))
     return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
 
 

@@ -36,11 +36,12 @@ import numpy as np
 
 from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
 from compactor.errors import InputError, InvalidRecordError
+from compactor.spark.columns import record_bytes
 from compactor.topics.append import DEFAULT_ATTEMPTS, check_batch_id, commit_batch, committed_entry, round_robin_start
 from compactor.topics.batch_ids import BatchIdRecord
 from compactor.topics.placements import same_batch
 from compactor.topics.producer import BatchSummary, batch_summary
-from compactor.topics.spark_columns import headers_type, murmur2_partition, record_size
+from compactor.topics.spark_columns import headers_type, murmur2_partition
 from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage
 from compactor.topics.topic import Topic
 
@@ -79,7 +80,7 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
     frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))
     headers = F.col("headers") if "headers" in names else None
-    return frame.withColumn("_size", record_size(F.col("key"), F.col("value"), headers)).drop("_hashed")
+    return frame.withColumn("_size", record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
 
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True) -> Counts:

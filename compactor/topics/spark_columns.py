@@ -1,4 +1,4 @@
-"""Kafka's partitioner and the record size as Spark column expressions: JVM-only work on the executors.
+"""Kafka's partitioner as a Spark column expression: JVM-only work on the executors.
 
 ``murmur2_partition`` computes Kafka's murmur2 (``topics.partitioner``) in the JVM. Keys that are valid UTF-8
 (the common case) go to ``org.apache.commons.codec.digest.MurmurHash2.hash32(String)`` through Spark's
@@ -88,23 +88,8 @@ def murmur2_partition(key: Column, partitions: int) -> Column:
     return F.when(key.isNotNull(), (h.bitwiseAND(F.lit(0x7FFFFFFF)) % partitions).cast("int"))
 
 
-def record_size(key: Column, value: Column, headers: Column | None) -> Column:
-    """Key + value + header keys and values, in bytes (what counts against ``max.message.bytes``); ``headers``
-    None when the input has none (the sum over headers is a higher-order function, evaluated without code
-    generation: about 0.2 s per million rows)."""
-    from pyspark.sql import functions as F
-
-    plain = (F.coalesce(F.length(key), F.lit(0)) + F.coalesce(F.length(value), F.lit(0))).cast("bigint")
-    if headers is None:
-        return plain
-    header_bytes = F.aggregate(F.coalesce(headers, F.array().cast(headers_type())), F.lit(0).cast("bigint"),
-                               lambda total, h: total + F.coalesce(F.octet_length(h.getField("key")), F.lit(0))
-                               + F.coalesce(F.length(h.getField("value")), F.lit(0)))
-    return plain + header_bytes
-
-
 def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "record_size"]
+__all__ = ["headers_type", "murmur2_partition"]
