@@ -5,13 +5,17 @@ snapshot expiry and orphan cleanup. Reads and writes of table data go through Ic
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
+from pyiceberg.io import FileIO
 
 from compactor.config import LakeConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,12 @@ def delete_prefix(config: LakeConfig, prefix: str) -> int:
         with contextlib.suppress(FileNotFoundError, OSError):
             fs.delete_dir(fs_path(prefix))
     return len(files)
+
+
+def delete_uncommitted(io: FileIO, paths: Iterable[str]) -> None:
+    """Delete files written for a commit that did not happen, best effort: orphan cleanup removes what is left."""
+    for path in paths:
+        try:
+            io.delete(path)
+        except Exception:
+            log.debug("could not delete uncommitted file %s", path, exc_info=True)

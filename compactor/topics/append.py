@@ -46,6 +46,7 @@ from compactor import properties as props
 from compactor.errors import AppendConflictError, CommitConflictError, InvalidRecordError, OutcomeUnknownError
 from compactor.iceberg.catalog import first_line
 from compactor.iceberg.commits import send
+from compactor.iceberg.storage import delete_uncommitted
 from compactor.topics.batch_ids import BatchEntry, BatchIdRecord
 from compactor.topics.partitioner import murmur2
 from compactor.topics.plan import mirror_error
@@ -235,24 +236,16 @@ def _attempt(topic: Topic, staged: Staged, attempt: int, *, now_ms: int, batch_i
                          lambda metadata: metadata.snapshot_by_id(snapshot_id) is not None,
                          f"appending to {topic.name}")
     except CommitConflictError:
-        _delete_quietly(table, written)  # definitely not committed: the next attempt plans again
+        delete_uncommitted(table.io, written)  # definitely not committed: the next attempt plans again
         return None
     except OutcomeUnknownError as exc:
         raise OutcomeUnknownError(
             f"the append to {topic.name} failed and the table could not be re-read ({first_line(exc)}); "
             "re-send with the same batch id (--batch-id) to make the retry safe") from exc
     except Exception:
-        _delete_quietly(table, written)  # ``send`` resolved any ambiguity: this commit did not land
+        delete_uncommitted(table.io, written)  # ``send`` resolved any ambiguity: this commit did not land
         raise
     return Committed(base, staged.counts.copy(), staged.rr_start, snapshot_id, False, attempt, batch_id), committed
-
-
-def _delete_quietly(table: Table, paths: Sequence[str]) -> None:
-    for path in paths:
-        try:
-            table.io.delete(path)
-        except Exception:  # best effort: orphan cleanup removes whatever is left
-            log.debug("could not delete uncommitted file %s", path, exc_info=True)
 
 
 def _backoff(attempt: int) -> None:

@@ -37,6 +37,7 @@ from pyiceberg.typedef import Record
 
 from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.storage import delete_uncommitted
 from compactor.topics.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
 from compactor.topics.plan import Grouping
 from compactor.topics.workers import pool
@@ -224,11 +225,7 @@ class StagedFiles:
         self._written = []
 
     def _delete(self, paths: Sequence[str]) -> None:
-        for path in paths:
-            try:
-                self.table.io.delete(path)
-            except Exception:  # best effort: orphan cleanup removes whatever is left
-                log.debug("could not delete uncommitted file %s", path, exc_info=True)
+        delete_uncommitted(self.table.io, paths)
         gone = set(paths)
         self._written = [p for p in self._written if p not in gone]
 

@@ -27,7 +27,7 @@ from compactor.config import LakeConfig
 from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.storage import delete_prefix
+from compactor.iceberg.storage import delete_prefix, delete_uncommitted
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
 
@@ -164,9 +164,7 @@ class SparkStage:
                     "deterministic): sort it, read it from files or cache() it; nothing was written")
 
     def _delete_files(self, files: list[DataFile] | None = None) -> None:
-        for data_file in files if files is not None else self._files:
-            with contextlib.suppress(Exception):
-                self.topic.table.io.delete(data_file.file_path)
+        delete_uncommitted(self.topic.table.io, [f.file_path for f in (files if files is not None else self._files)])
         if files is None:
             self._files = []
 
