@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot
 
 from compactor.compaction.deletes import DeleteFileInfo
 from compactor.compaction.horizons import RawSnapshotView, bytes_at
 from compactor.compaction.plan import CompactionPlan
 from compactor.compaction.triggers import start_bytes
 from compactor.cursor import CompactionStats, Cursor, ViewStats
+from compactor.iceberg.commits import branch_history
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table,
     head = stage_table.metadata.snapshot_by_name(stage)
     summary = head.summary.additional_properties if head is not None and head.summary else {}
     deletes = result.delete_files
-    written = _bytes_written(stage_table, head, previous.snapshot_id if previous else None)
+    written = _bytes_written(stage_table, stage, previous.snapshot_id if previous else None)
     at_horizon = [bytes_at(raw, p, h, n, b) for p, (h, n, b) in
                   enumerate(zip(plan.horizons, plan.next_offsets, plan.logical_bytes, strict=True))]
     if previous is not None and len(previous.bytes_at_horizon) == len(at_horizon):
@@ -100,14 +100,13 @@ def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table,
     )
 
 
-def _bytes_written(table: Table, head: Snapshot | None, stop_at: int | None) -> int:
-    """Bytes of the data and delete files the run's staging snapshots added."""
+def _bytes_written(table: Table, stage: str, stop_at: int | None) -> int:
+    """Bytes of the data and delete files the run's staging snapshots added (``stage``'s history down to the
+    cursor ``stop_at``)."""
     total = 0
-    snapshot = head
-    while snapshot is not None and snapshot.snapshot_id != stop_at:
+    for snapshot in branch_history(table.metadata, stage):
+        if snapshot.snapshot_id == stop_at:
+            break
         summary = snapshot.summary.additional_properties if snapshot.summary else {}
         total += int(summary.get("added-files-size", 0) or 0)
-        if snapshot.parent_snapshot_id is None:
-            break
-        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
     return total

@@ -41,6 +41,19 @@ from compactor.errors import CommitConflictError, InputError, OutcomeUnknownErro
 from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error
 
 
+def branch_history(metadata: TableMetadata, ref: str = "main") -> list[Snapshot]:
+    """The snapshots of ``ref``'s history, newest first (following parents while their entries exist)."""
+    out: list[Snapshot] = []
+    seen: set[int] = set()
+    snapshot = metadata.snapshot_by_name(ref)
+    while snapshot is not None and snapshot.snapshot_id not in seen:
+        out.append(snapshot)
+        seen.add(snapshot.snapshot_id)
+        parent = snapshot.parent_snapshot_id
+        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+    return out
+
+
 @dataclass(frozen=True)
 class RefMove:
     """Point ``name`` (a branch or tag) at ``snapshot_id``; ``None`` means the new snapshot being committed."""

@@ -48,7 +48,7 @@ from compactor import properties as props
 from compactor.config import LakeConfig
 from compactor.errors import CommitConflictError
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.commits import send
+from compactor.iceberg.commits import branch_history, send
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.results import JsonResult
 from compactor.topics.batch_ids import record_files
@@ -95,24 +95,13 @@ def replaced_at(table: Table, clocks: Mapping[int, int]) -> dict[int, int]:
     return out
 
 
-def main_ancestry(table: Table) -> list[int]:
-    """Snapshot ids of ``main``'s history, newest first."""
-    out: list[int] = []
-    snapshot = table.metadata.snapshot_by_name("main")
-    while snapshot is not None and snapshot.snapshot_id not in out:
-        out.append(snapshot.snapshot_id)
-        parent = snapshot.parent_snapshot_id
-        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
-    return out
-
-
 def choose_expired(table: Table, *, refs: Mapping[str, Any], now_ms: int, max_age_ms: int, min_keep: int,
                    lease_ms: int, protected: Iterable[int]) -> list[int]:
     """The snapshots of ``table`` that expiry removes at ``now_ms`` once only ``refs`` remain (module docstring)."""
     clocks = snapshot_clocks(table)
     replaced = replaced_at(table, clocks)
     keep = set(protected) | {ref.snapshot_id for ref in refs.values()}
-    keep |= set(main_ancestry(table)[:max(min_keep, 1)])
+    keep |= {s.snapshot_id for s in branch_history(table.metadata)[:max(min_keep, 1)]}
     out = []
     for snapshot in table.metadata.snapshots:
         sid = snapshot.snapshot_id

@@ -37,6 +37,8 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 
+from compactor.iceberg.commits import branch_history
+
 MERGE_FACTOR = 8
 KEEP_SNAPSHOTS = 16
 
@@ -116,14 +118,7 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
 
 def prunable(metadata: TableMetadata, keep: int = KEEP_SNAPSHOTS) -> list[int]:
     """Snapshot entries an append may drop from the metadata (see the module docstring)."""
-    history: list[Snapshot] = []
-    seen: set[int] = set()
-    snapshot = metadata.snapshot_by_name("main")
-    while snapshot is not None and snapshot.snapshot_id not in seen:
-        history.append(snapshot)
-        seen.add(snapshot.snapshot_id)
-        parent = snapshot.parent_snapshot_id
-        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+    history = branch_history(metadata)
     if len(history) <= keep:
         return []
     heads = {ref.snapshot_id for ref in metadata.refs.values()}
