@@ -18,11 +18,12 @@ import logging
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField
 
 from compactor.config import LakeConfig
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.storage import delete_prefix
+from compactor.iceberg.storage import delete_prefix, drop_stale_tables
 from compactor.schema import COMPACTED_SUFFIX, KEY, PARTITION, TOPIC_PARTITION_SPEC
 from compactor.topics.naming import TopicName
 
@@ -79,19 +80,9 @@ def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, no
                        dry_run: bool = False) -> list[str]:
     """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
     that died left them); returns their identifiers (in a dry run, those it would drop)."""
-    prefix = name.compacted_identifier.split(".")[-1] + "__run_"
-    try:
-        identifiers = catalog.list_tables(name.namespace)
-    except Exception as exc:  # housekeeping: a later run tries again
-        log.info("could not list the tables of %s to drop stale phase-1 tables: %s", name, exc)
-        return []
-    dropped: list[str] = []
-    for identifier in identifiers:
-        table_name = identifier[-1]
-        started = scratch_clock(table_name) if table_name.startswith(prefix) else None
-        if started is not None and started + min_age_ms < now_ms:
-            full = ".".join(identifier)
-            if not dry_run:
-                drop_scratch(catalog, config, full)
-            dropped.append(full)
-    return dropped
+    def stale(identifier: str, _: Table) -> bool:
+        started = scratch_clock(identifier)
+        return started is not None and started + min_age_ms < now_ms
+
+    return drop_stale_tables(catalog, config, name.namespace, f"{name.topic}{SCRATCH_INFIX}", stale, "phase-1 table",
+                             dry_run=dry_run)

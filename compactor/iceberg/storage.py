@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
+from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
+from pyiceberg.table import Table
 
 from compactor.config import LakeConfig
 
@@ -100,3 +102,33 @@ def delete_uncommitted(io: FileIO, paths: Iterable[str]) -> None:
             io.delete(path)
         except Exception:
             log.debug("could not delete uncommitted file %s", path, exc_info=True)
+
+
+def drop_stale_tables(catalog: Catalog, config: LakeConfig, namespace: tuple[str, ...], prefix: str,
+                      stale: Callable[[str, Table], bool], what: str, *, dry_run: bool = False) -> list[str]:
+    """Drop the tables of ``namespace`` named ``prefix...`` that ``stale(identifier, table)`` accepts (what a
+    process that died left behind), and the files under their locations; returns their identifiers (in a dry
+    run, those it would drop). Best effort: what cannot be listed, read or dropped is left for the next pass."""
+    try:
+        identifiers = [".".join(i) for i in catalog.list_tables(namespace) if i[-1].startswith(prefix)]
+    except Exception as exc:
+        log.info("could not list the tables of %s to drop stale %ss: %s", ".".join(namespace), what, exc)
+        return []
+    dropped: list[str] = []
+    for identifier in identifiers:
+        try:
+            table = catalog.load_table(identifier)
+        except Exception:  # dropped meanwhile, or unreadable
+            continue
+        if not stale(identifier, table):
+            continue
+        if not dry_run:
+            try:
+                catalog.drop_table(identifier)
+            except Exception as exc:
+                log.info("could not drop the stale %s %s: %s", what, identifier, exc)
+                continue
+            with contextlib.suppress(Exception):  # files nothing refers to any more
+                delete_prefix(config, table.metadata.location)
+        dropped.append(identifier)
+    return dropped

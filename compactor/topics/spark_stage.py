@@ -11,7 +11,6 @@ another producer moved ``N_p`` first. The staging table is dropped afterwards, i
 from __future__ import annotations
 
 import contextlib
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,7 +26,7 @@ from compactor.config import LakeConfig
 from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.storage import delete_prefix, delete_uncommitted
+from compactor.iceberg.storage import delete_prefix, delete_uncommitted, drop_stale_tables
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
 
@@ -38,7 +37,6 @@ ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + posit
 STAGING_INFIX = "__producing_"
 STAGING_DIR = "_compactor_staging"  # under the warehouse: the staging tables' metadata (their data is the topic's)
 STAGED_ROW_GROUP_BYTES = str(32 * 1024 * 1024)
-log = logging.getLogger(__name__)
 
 
 class LakeLike(Protocol):
@@ -190,34 +188,14 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
     in the topic's own data directory, which the topic may have committed (so never ``DROP TABLE ... PURGE``
     one by hand either); files no snapshot of the topic references are left to orphan cleanup.
     """
-    prefix = f"{name.topic}{STAGING_INFIX}"
-    try:
-        identifiers = [i for i in catalog.list_tables(name.namespace) if i[-1].startswith(prefix)]
-    except Exception as exc:  # housekeeping: the next retention tries again
-        log.info("could not list the tables of %s to drop stale staging tables: %s", name, exc)
-        return []
-    dropped: list[str] = []
-    for identifier in identifiers:
-        full = ".".join(identifier)
-        try:
-            table = catalog.load_table(full)
-        except Exception:  # dropped meanwhile, or unreadable: the next retention tries again
-            continue
-        location = table.metadata.location
-        if props.MARKER_PROPERTY in table.metadata.properties or f"/{STAGING_DIR}/" not in location:
-            continue  # not a staging table (a topic of that name)
-        if table.metadata.last_updated_ms + min_age_ms >= now_ms:
-            continue  # possibly a producer still at work
-        if not dry_run:
-            try:
-                catalog.drop_table(full)
-            except Exception as exc:  # the next retention tries again
-                log.info("could not drop the stale staging table %s: %s", full, exc)
-                continue
-            with contextlib.suppress(Exception):  # metadata nothing refers to any more
-                delete_prefix(config, location)
-        dropped.append(full)
-    return dropped
+    def stale(_: str, table: Table) -> bool:
+        metadata = table.metadata
+        return (props.MARKER_PROPERTY not in metadata.properties  # not a topic of that name
+                and f"/{STAGING_DIR}/" in metadata.location
+                and metadata.last_updated_ms + min_age_ms < now_ms)  # else possibly a producer still at work
+
+    return drop_stale_tables(catalog, config, name.namespace, f"{name.topic}{STAGING_INFIX}", stale, "staging table",
+                             dry_run=dry_run)
 
 
 __all__ = ["ROW_BITS", "Counts", "LakeLike", "SparkStage", "drop_stale_staging"]
