@@ -207,6 +207,17 @@ def input_batches(data: Any, max_rows: int = 65_536) -> Iterator[pa.RecordBatch]
                          "pandas DataFrame")
 
 
+Chunk = tuple[pa.RecordBatch, RowNumbers]  # a piece of a batch's input, with the row numbers errors name
+
+
+def numbered_chunks(data: Any, max_rows: int) -> Iterator[Chunk]:
+    """``input_batches`` of ``data``, each with the 1-based number of its first row among all of them."""
+    first = 1
+    for batch in input_batches(data, max_rows):
+        yield batch, RowNumbers(first)
+        first += batch.num_rows
+
+
 def _is_pandas(data: Any) -> bool:
     module = type(data).__module__
     return module.startswith("pandas") and type(data).__name__ == "DataFrame"
@@ -282,5 +293,6 @@ def validate(batch: pa.RecordBatch, sizes: np.ndarray, partitions: int, max_mess
         raise rows.error(index, message)
 
 
-__all__ = ["INPUT_COLUMNS", "INPUT_SCHEMA", "RowNumbers", "input_batches", "normalise", "record_sizes",
+__all__ = ["INPUT_COLUMNS", "INPUT_SCHEMA", "Chunk", "RowNumbers", "input_batches", "normalise", "numbered_chunks",
+           "record_sizes",
            "records_to_batch", "validate"]

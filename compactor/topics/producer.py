@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
@@ -41,9 +40,10 @@ from compactor.topics.batch_ids import BatchIdRecord
 from compactor.topics.columns import (
     KEY,
     PARTITION,
+    Chunk,
     RowNumbers,
-    input_batches,
     normalise,
+    numbered_chunks,
     record_sizes,
     records_to_batch,
     validate,
@@ -54,7 +54,6 @@ from compactor.topics.plan import BatchPlan, check_mirror
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
 
-Chunk = tuple[pa.RecordBatch, RowNumbers]
 # In-memory input is already held by the caller: plan and write it in large chunks (fewer, larger row groups).
 IN_MEMORY_CHUNK_ROWS = 1 << 20
 
@@ -239,14 +238,8 @@ def produce_arrow(topic: Topic, data: Any, *, batch_id: str | None = None, now_m
     carries ``partition`` and ``offset`` and the batch must continue each partition's next offset densely (a
     mirror of a Kafka topic). Errors name the offending row (1-based).
     """
-    def chunks() -> Iterator[Chunk]:
-        first = 1
-        for batch in input_batches(data, IN_MEMORY_CHUNK_ROWS):
-            yield batch, RowNumbers(first)
-            first += batch.num_rows
-
-    return _materialise(produce_stream(topic, chunks(), batch_id=batch_id, now_ms=now_ms,
-                                       keep_offsets=keep_offsets, max_attempts=max_attempts))
+    return _materialise(produce_stream(topic, numbered_chunks(data, IN_MEMORY_CHUNK_ROWS), batch_id=batch_id,
+                                       now_ms=now_ms, keep_offsets=keep_offsets, max_attempts=max_attempts))
 
 
 def produce(topic: Topic, records: Sequence[ProducerRecord], *, batch_id: str | None = None,

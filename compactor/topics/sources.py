@@ -7,27 +7,18 @@ JSON Lines input and the 1-based row of columnar input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compactor.errors import InputError
-from compactor.topics.columns import RowNumbers, input_batches
+from compactor.topics.columns import Chunk, RowNumbers, numbered_chunks
 from compactor.topics.jsonl import read_jsonl
 
 FORMATS = ("jsonl", "parquet", "arrow")
 CHUNK_ROWS = 65_536
-Chunk = tuple[pa.RecordBatch, RowNumbers]
-
-
-def _numbered(batches: Iterable[pa.RecordBatch]) -> Iterator[Chunk]:
-    first = 1
-    for batch in batches:
-        for piece in input_batches(batch, CHUNK_ROWS):
-            yield piece, RowNumbers(first)
-            first += piece.num_rows
 
 
 def read_parquet(path: str) -> Iterator[Chunk]:
@@ -36,7 +27,7 @@ def read_parquet(path: str) -> Iterator[Chunk]:
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"cannot read {path} as Parquet: {exc}") from None
     with handle:
-        yield from _numbered(handle.iter_batches(batch_size=CHUNK_ROWS))
+        yield from numbered_chunks(handle.iter_batches(batch_size=CHUNK_ROWS), CHUNK_ROWS)
 
 
 def read_arrow(stream: BinaryIO, source: str) -> Iterator[Chunk]:
@@ -46,11 +37,11 @@ def read_arrow(stream: BinaryIO, source: str) -> Iterator[Chunk]:
         if stream.seekable():
             try:
                 reader = pa.ipc.open_file(data)
-                yield from _numbered(reader.get_batch(i) for i in range(reader.num_record_batches))
+                yield from numbered_chunks((reader.get_batch(i) for i in range(reader.num_record_batches)), CHUNK_ROWS)
                 return
             except pa.ArrowInvalid:
                 stream.seek(0)
-        yield from _numbered(pa.ipc.open_stream(data))
+        yield from numbered_chunks(pa.ipc.open_stream(data), CHUNK_ROWS)
     except pa.ArrowInvalid as exc:
         raise InputError(f"cannot read {source} as Arrow IPC: {exc}") from None
 
