@@ -9,6 +9,8 @@ is protected from expiry while the cursor is retained.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +40,21 @@ class Segment:
     compacted: bool
 
 
-def is_missing_file(exc: BaseException) -> bool:
+def _is_missing_file(exc: BaseException) -> bool:
     """Whether ``exc`` says a file is gone (a snapshot expired under a reader that outlived its lease)."""
     text = str(exc).lower()
     return isinstance(exc, FileNotFoundError) or "no such file" in text or "not found" in text or "nosuchkey" in text
+
+
+@contextlib.contextmanager
+def expired_if_missing(what: str) -> Iterator[None]:
+    """Report a missing file while reading ``what`` as ``SnapshotExpiredError`` (it expired under the reader)."""
+    try:
+        yield
+    except (OSError, ValueError) as exc:
+        if _is_missing_file(exc):
+            raise SnapshotExpiredError(f"{what} is no longer readable (expired?): {first_line(exc)}") from exc
+        raise
 
 
 class PinnedView:
@@ -98,13 +111,8 @@ class PinnedView:
     def _plan_raw(self) -> list[FileScanTask]:
         if self.raw_snapshot_id is None:
             return []
-        try:
+        with expired_if_missing(f"raw snapshot {self.raw_snapshot_id} of {self.name}"):
             return list(self.raw_table.scan(snapshot_id=self.raw_snapshot_id).plan_files())
-        except (OSError, ValueError) as exc:
-            if is_missing_file(exc):
-                raise SnapshotExpiredError(f"raw snapshot {self.raw_snapshot_id} of {self.name} is no longer "
-                                           f"readable (expired?): {first_line(exc)}") from exc
-            raise
 
     def tasks(self, compacted: bool, scan: Any, row_filter: BooleanExpression | None = None) -> list[FileScanTask]:
         """Tasks of the pinned snapshot that may match ``row_filter``: raw ones from the files pinned at open,

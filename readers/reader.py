@@ -23,9 +23,8 @@ from pyiceberg.table import FileScanTask
 from compactor import schema as ts
 from compactor.clock import resolve_now_ms
 from compactor.cursor import Cursor
-from compactor.errors import InputError, OffsetOutOfRangeError, SnapshotExpiredError
+from compactor.errors import InputError, OffsetOutOfRangeError
 from compactor.iceberg.bounds import file_bound
-from compactor.iceberg.catalog import first_line
 from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.scan import TaskReader
 from compactor.schema import TIMESTAMP_FIELD_ID
@@ -34,7 +33,7 @@ from compactor.topics.records import Record
 from compactor.topics.topic import Topic
 from readers.batches import batch_to_records, to_topic_schema
 from readers.ordering import ordered_batches, ordered_units
-from readers.pinned import PinnedView, Segment, is_missing_file
+from readers.pinned import PinnedView, Segment, expired_if_missing
 from readers.positions import ResetPolicy, StartPosition, StartSpec, normalise_start
 
 if TYPE_CHECKING:
@@ -164,13 +163,9 @@ class TopicReader:
         in offset order."""
         _, snapshot_id = self.pinned.table_for(segment.compacted)
         what = f"{'compacted' if segment.compacted else 'raw'} snapshot {snapshot_id} of {self.name}"
-        try:
+        with expired_if_missing(what):
             reader, tasks = self.plan_segment(segment, columns, extra_filter)
             yield from ordered_batches(reader, tasks)
-        except (OSError, ValueError) as exc:
-            if is_missing_file(exc):
-                raise SnapshotExpiredError(f"{what} is no longer readable (expired?): {first_line(exc)}") from exc
-            raise
 
     def _offset_for_timestamp(self, partition: int, timestamp_ms: int, first: int, end: int) -> int:
         """Kafka's offsetsForTimes: the smallest offset whose timestamp >= ``timestamp_ms`` in this view."""
@@ -205,8 +200,8 @@ class TopicReader:
         segments = [s for p in range(self.partitions) for s in self.segments(p)]
         plans: dict[bool, tuple[TaskReader, dict[int, list[tuple[TaskReader, FileScanTask]]]]] = {}
         cursor = self.cursor.snapshot_id if self.cursor else None
-        what = f"{self.name} (raw snapshot {self.raw_snapshot_id}, cursor {cursor})"
-        try:
+        with expired_if_missing(f"a pinned snapshot of {self.name} (raw snapshot {self.raw_snapshot_id}, "
+                                f"cursor {cursor})"):
             for compacted in (True, False):
                 chosen = {s.partition: (s.lo, s.hi) for s in segments if s.compacted == compacted}
                 if chosen and self.pinned.table_for(compacted)[1] is not None:
@@ -218,11 +213,6 @@ class TopicReader:
                     units.append(by_partition.get(segment.partition, []))
             for batch in ordered_units(units):
                 yield to_topic_schema(batch)
-        except (OSError, ValueError) as exc:
-            if is_missing_file(exc):
-                raise SnapshotExpiredError(f"a pinned snapshot of {what} is no longer readable (expired?): "
-                                           f"{first_line(exc)}") from exc
-            raise
 
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=ts.ARROW_SCHEMA)
