@@ -59,14 +59,13 @@ class CompactionPlan:
         return self.cursor.view if self.cursor else ViewStats()
 
     @property
-    def removes_view_rows(self) -> bool:
-        """Whether compacted rows at ``C`` may be removed (superseded, expired, keyless, trimmed)."""
-        return self.cursor is not None and (bool(self.ranges) or self.purge_expired or self.purge_keyless
-                                            or self.trim_before_ms is not None)
-
-    @property
     def has_work(self) -> bool:
         return bool(self.ranges) or self.purge_expired or self.purge_keyless or self.trim_before_ms is not None
+
+    @property
+    def removes_view_rows(self) -> bool:
+        """Whether compacted rows at ``C`` may be removed (superseded, expired, keyless, trimmed)."""
+        return self.cursor is not None and self.has_work
 
     @property
     def mode(self) -> str:
