@@ -56,7 +56,10 @@ def produce(args: argparse.Namespace) -> int:
                 outcome = produce_stream(topic, group, batch_id=batch_id, now_ms=args.now_ms,
                                          keep_offsets=args.keep_offsets, placements=Placements(spool=True),
                                          on_chunk=_reporter(progress))
-                _print(outcome, output)
+                try:
+                    _print(outcome, output)
+                finally:
+                    outcome.placements.close()  # its spool file, whichever output was printed
                 if outcome.records >= PROGRESS_RECORDS:
                     progress.phase("committed", records=outcome.records, batch_id=batch_id,
                                    duplicate=bool(outcome.committed and outcome.committed.duplicate))
@@ -102,7 +105,6 @@ def _print(outcome: BatchOutcome, output: str) -> None:
     for partitions, offsets in outcome.resolve():
         binary.write(placement_lines(partitions, offsets))
     binary.flush()
-    outcome.placements.close()
 
 
 def placement_lines(partitions: Any, offsets: Any) -> memoryview:
