@@ -33,6 +33,12 @@ from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
 from compactor.errors import CompactorError, InputError, InvalidRecordError
 from compactor.topics.columns import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
 from compactor.topics.producer import produce_stream
+from compactor.topics.records import (
+    HEADER_KEY_NOT_TEXT,
+    partition_out_of_range,
+    record_too_large,
+    timestamp_out_of_range,
+)
 from compactor.topics.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -123,19 +129,18 @@ class Producer:
             pairs = []
             for name, header_value in items:
                 if not isinstance(name, str):
-                    raise InvalidRecordError("a header key must be a string")
+                    raise InvalidRecordError(HEADER_KEY_NOT_TEXT)
                 encoded = _bytes(header_value, "a header value")
                 pairs.append({"key": name, "value": encoded})
                 size += len(name.encode("utf-8")) + len(encoded or b"")
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)
                                       or not 0 <= partition < self.partitions):
-            raise InvalidRecordError(f"partition {partition!r} is out of range: the topic has {self.partitions} "
-                                     f"partition(s) (0..{self.partitions - 1})")
+            raise InvalidRecordError(partition_out_of_range(repr(partition), self.partitions))
         if size > self.max_message_bytes:
-            raise InvalidRecordError(f"record of {size} bytes exceeds max.message.bytes ({self.max_message_bytes})")
+            raise InvalidRecordError(record_too_large(size, self.max_message_bytes))
         if timestamp_ms is not None and (isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int)
                                          or not 0 <= timestamp_ms <= MAX_TIMESTAMP_MS):
-            raise InvalidRecordError(f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {timestamp_ms!r}")
+            raise InvalidRecordError(timestamp_out_of_range(repr(timestamp_ms)))
         future: Future[RecordMetadata] = Future()
         with self._lock:
             if self._closed:

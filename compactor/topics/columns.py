@@ -20,7 +20,13 @@ import pyarrow.compute as pc
 from compactor import schema as ts
 from compactor.clock import MAX_TIMESTAMP_MS
 from compactor.errors import InputError, InvalidRecordError
-from compactor.topics.records import ProducerRecord
+from compactor.topics.records import (
+    HEADER_KEY_NOT_TEXT,
+    ProducerRecord,
+    partition_out_of_range,
+    record_too_large,
+    timestamp_out_of_range,
+)
 
 KEY, VALUE, PARTITION, TIMESTAMP_MS, HEADERS, OFFSET = "key", "value", "partition", "timestamp_ms", "headers", "offset"
 HEADERS_TYPE = ts.ARROW_SCHEMA.field(ts.HEADERS).type
@@ -178,7 +184,7 @@ def normalise(batch: pa.RecordBatch | pa.Table, rows: RowNumbers | None = None) 
     except _HeaderShapeError as exc:
         raise rows.error(exc.row, "headers must be [key, value] pairs") from None
     except _HeaderKeyError as exc:
-        raise rows.error(exc.row, "a header key must be a string") from None
+        raise rows.error(exc.row, HEADER_KEY_NOT_TEXT) from None
     arrays = [_binary(KEY, column(KEY)), _binary(VALUE, column(VALUE)), _integer(PARTITION, column(PARTITION)),
               _timestamps(column(TIMESTAMP_MS)), headers, _integer(OFFSET, column(OFFSET))]
     return pa.RecordBatch.from_arrays(arrays, schema=INPUT_SCHEMA)
@@ -270,19 +276,18 @@ def validate(batch: pa.RecordBatch, sizes: np.ndarray, partitions: int, max_mess
         bad = np.nonzero(valid & ((values < 0) | (values >= partitions)))[0]
         if len(bad):
             i = int(bad[0])
-            problems.append((i, f"partition {int(values[i])} is out of range: the topic has {partitions} "
-                                f"partition(s) (0..{partitions - 1})"))
+            problems.append((i, partition_out_of_range(int(values[i]), partitions)))
     big = np.nonzero(sizes > max_message_bytes)[0]
     if len(big):
         i = int(big[0])
-        problems.append((i, f"record of {int(sizes[i])} bytes exceeds max.message.bytes ({max_message_bytes})"))
+        problems.append((i, record_too_large(int(sizes[i]), max_message_bytes)))
     stamps = batch.column(TIMESTAMP_MS)
     if stamps.null_count < len(stamps):
         values = stamps.fill_null(0).to_numpy(zero_copy_only=False)
         bad = np.nonzero((values < 0) | (values > MAX_TIMESTAMP_MS))[0]
         if len(bad):
             i = int(bad[0])
-            problems.append((i, f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {int(values[i])}"))
+            problems.append((i, timestamp_out_of_range(int(values[i]))))
     if keep_offsets:
         for name in (PARTITION, OFFSET):
             missing = np.nonzero(batch.column(name).is_null().to_numpy(zero_copy_only=False))[0]

@@ -41,6 +41,12 @@ from compactor.topics.append import DEFAULT_ATTEMPTS, check_batch_id, commit_bat
 from compactor.topics.batch_ids import BatchIdRecord
 from compactor.topics.placements import same_batch
 from compactor.topics.producer import BatchSummary, batch_summary
+from compactor.topics.records import (
+    HEADER_KEY_NOT_TEXT,
+    partition_out_of_range,
+    record_too_large,
+    timestamp_out_of_range,
+)
 from compactor.topics.spark_columns import headers_type, murmur2_partition
 from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage
 from compactor.topics.topic import Topic
@@ -130,13 +136,12 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
 
 def _message(name: str, row: Any, partitions: int, max_message_bytes: int) -> str:
     if name == "partition":
-        return (f"partition {row['value_partition']} is out of range: the topic has {partitions} partition(s) "
-                f"(0..{partitions - 1})")
+        return partition_out_of_range(row["value_partition"], partitions)
     if name == "size":
-        return f"a record of {row['value_size']} bytes exceeds max.message.bytes ({max_message_bytes})"
+        return f"a {record_too_large(row['value_size'], max_message_bytes)}"
     if name == "timestamp":
-        return f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {row['value_timestamp']}"
-    return "a header key must be a string"
+        return timestamp_out_of_range(row["value_timestamp"])
+    return HEADER_KEY_NOT_TEXT
 
 
 def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,

@@ -18,6 +18,21 @@ from typing import Any, TextIO
 from compactor.clock import MAX_TIMESTAMP_MS
 from compactor.errors import InvalidRecordError
 
+# How every producing path words a record that breaks a rule of SEMANTICS section 1.
+HEADER_KEY_NOT_TEXT = "a header key must be a string"
+
+
+def partition_out_of_range(partition: object, partitions: int) -> str:
+    return f"partition {partition} is out of range: the topic has {partitions} partition(s) (0..{partitions - 1})"
+
+
+def record_too_large(size: int, max_message_bytes: int) -> str:
+    return f"record of {size} bytes exceeds max.message.bytes ({max_message_bytes})"
+
+
+def timestamp_out_of_range(timestamp_ms: object) -> str:
+    return f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {timestamp_ms}"
+
 Header = tuple[str, bytes | None]
 INPUT_FIELDS = frozenset({"partition", "offset", "timestamp_ms", "key", "value", "headers"})
 
@@ -159,8 +174,7 @@ def parse_record(text: str, line: int | None = None) -> ProducerRecord:
     if timestamp is not None:
         timestamp = _int_field("timestamp_ms", timestamp, line)
         if not 0 <= timestamp <= MAX_TIMESTAMP_MS:
-            raise InvalidRecordError(f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {timestamp}",
-                                     line)
+            raise InvalidRecordError(timestamp_out_of_range(timestamp), line)
     if "offset" in obj and obj["offset"] is not None:
         _int_field("offset", obj["offset"], line)
     return ProducerRecord(
