@@ -14,7 +14,7 @@ from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
 
 # A partition's winning keys are hashed in one task's memory up to this many records in its range (about 50 to
 # 100 bytes each); past it the joins on keys sort both sides instead, and spill.
@@ -84,6 +84,25 @@ class RunContext:
         if not self.plan.ranges:
             return None
         return self._scratch().where(F.col(KEY).isNotNull())
+
+    def kept_range_rows(self, read: Observation) -> DataFrame:
+        """The new range's rows the view keeps (``phase2.new_view_rows``); the raw rows read are counted in
+        ``read`` (``phase2.range_stats_columns``)."""
+        from compactor.compaction import phase2
+
+        plan = self.plan
+        return phase2.new_view_rows(self.raw_range().observe(read, *phase2.range_stats_columns()), self.masks(),
+                                    retain_null_keys=plan.settings.retain_null_keys, now_ms=plan.now_ms,
+                                    delete_retention_ms=plan.settings.delete_retention_ms)
+
+    def classified_view(self, *, with_positions: bool = False) -> DataFrame:
+        """The compacted rows of ``C``, each marked with whether this run removes it (``phase2.classify_view``)."""
+        from compactor.compaction import phase2
+
+        plan = self.plan
+        return phase2.classify_view(self.view_at_cursor(), self.winning_keys(), now_ms=plan.now_ms,
+                                    drop_null_keys=not plan.settings.retain_null_keys, with_positions=with_positions,
+                                    trim_before_ms=plan.trim_before_ms, hash_keys=self.hash_keys)
 
     def started(self) -> float:
         return time.monotonic()

@@ -55,12 +55,9 @@ def _delete_pass(ctx: RunContext, config: LakeConfig) -> tuple[ViewStats, list[D
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    plan = ctx.plan
     started = ctx.started()
     ctx.progress.phase("phase 2 deletes", "finding the compacted rows this run removes (narrow columns)")
-    classified = phase2.classify_view(ctx.view_at_cursor(), ctx.winning_keys(), now_ms=plan.now_ms,
-                                      drop_null_keys=not plan.settings.retain_null_keys, with_positions=True,
-                                      trim_before_ms=plan.trim_before_ms, hash_keys=ctx.hash_keys)
+    classified = ctx.classified_view(with_positions=True)
     observed = Observation(f"doomed_{ctx.run_id}")
     location = f"{ctx.view_location.rstrip('/')}/data/compactor-deletes/{ctx.run_id}"
     with job_description(ctx.spark, f"compactor {ctx.name}: phase 2 (position deletes)"):
@@ -82,9 +79,7 @@ def _append_pass(ctx: RunContext) -> tuple[ViewStats, RangeFigures]:
     started = ctx.started()
     ctx.progress.phase("phase 2 appends", "writing the kept rows of the new range", records=plan.records_in_range)
     read, kept = Observation(f"range_{ctx.run_id}"), Observation(f"kept_{ctx.run_id}")
-    rows = phase2.new_view_rows(ctx.raw_range().observe(read, *phase2.range_stats_columns()), ctx.masks(),
-                                retain_null_keys=plan.settings.retain_null_keys, now_ms=plan.now_ms,
-                                delete_retention_ms=plan.settings.delete_retention_ms)
+    rows = ctx.kept_range_rows(read)
     with job_description(ctx.spark, f"compactor {ctx.name}: phase 2 (append the kept rows)"):
         rows.observe(kept, *phase2.view_stats_columns("")).writeTo(ctx.stage_identifier).append()
     appended = ViewStats.from_metrics(kept.get)

@@ -35,9 +35,7 @@ def write_rewrite(ctx: RunContext) -> Phase2Result:
                                       trim_before_ms=plan.trim_before_ms, hash_keys=ctx.hash_keys)
     view = survivors.observe(kept_old, *phase2.view_stats_columns(""))
     if plan.ranges:
-        new = phase2.new_view_rows(ctx.raw_range().observe(read, *phase2.range_stats_columns()), ctx.masks(),
-                                   retain_null_keys=plan.settings.retain_null_keys, now_ms=plan.now_ms,
-                                   delete_retention_ms=plan.settings.delete_retention_ms)
+        new = ctx.kept_range_rows(read)
         view = view.unionByName(new.observe(kept_new, *phase2.view_stats_columns("")))
     with job_description(ctx.spark, f"compactor {ctx.name}: phase 2 (rewrite the view)"):
         view.sortWithinPartitions(PARTITION, OFFSET).writeTo(ctx.stage_identifier).overwrite(F.lit(True))

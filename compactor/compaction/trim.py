@@ -12,10 +12,7 @@ from compactor.schema import PARTITION
 
 def trim_starts(ctx: RunContext) -> dict[int, tuple[int, int | None]]:
     """``partition -> (rows trimmed, lowest offset kept or None)`` for a run with ``trim_before_ms``."""
-    plan = ctx.plan
-    classified = phase2.classify_view(ctx.view_at_cursor(), ctx.winning_keys(), now_ms=plan.now_ms,
-                                      drop_null_keys=not plan.settings.retain_null_keys,
-                                      trim_before_ms=plan.trim_before_ms, hash_keys=ctx.hash_keys)
+    classified = ctx.classified_view()
     with job_description(ctx.spark, f"compactor {ctx.name}: retention trim (compacted start per partition)"):
         rows = phase2.trim_starts(classified).collect()
     return {int(row[PARTITION]): (int(row["trimmed"]), None if row["first_kept"] is None else int(row["first_kept"]))
