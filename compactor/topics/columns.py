@@ -1,10 +1,10 @@
-"""Producer input as Arrow: the columns a batch may carry, their normalisation, and vectorised validation.
+"""Producer input as Arrow: the columns a batch may carry and their normalisation (checks: ``topics.validation``).
 
 A batch's rows arrive as Arrow record batches with any of the columns ``key``, ``value`` (binary or text),
 ``partition`` (an integer), ``timestamp_ms`` (an integer, or an Arrow/pandas timestamp), ``headers`` (a list of
 ``{key, value}`` structs or of ``[key, value]`` pairs) and, for mirror batches, ``offset``. Missing columns are
-null. Everything is normalised to ``INPUT_SCHEMA`` and checked with whole-column operations, so no Python object
-is made per record; a failed check names the first offending row (its line for JSON Lines input).
+null. Everything is normalised to ``INPUT_SCHEMA`` with whole-column operations, so no Python object is made
+per record; a malformed column names the first offending row (its line for JSON Lines input).
 """
 
 from __future__ import annotations
@@ -18,15 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compactor import schema as ts
-from compactor.clock import MAX_TIMESTAMP_MS
 from compactor.errors import InputError, InvalidRecordError
-from compactor.topics.records import (
-    HEADER_KEY_NOT_TEXT,
-    ProducerRecord,
-    partition_out_of_range,
-    record_too_large,
-    timestamp_out_of_range,
-)
+from compactor.topics.records import HEADER_KEY_NOT_TEXT, ProducerRecord
 
 KEY, VALUE, PARTITION, TIMESTAMP_MS, HEADERS, OFFSET = "key", "value", "partition", "timestamp_ms", "headers", "offset"
 HEADERS_TYPE = ts.ARROW_SCHEMA.field(ts.HEADERS).type
@@ -243,61 +236,5 @@ def records_to_batch(records: Sequence[ProducerRecord]) -> pa.RecordBatch:
     ], schema=INPUT_SCHEMA)
 
 
-# --- sizes and validation -------------------------------------------------------------------------------------
-
-
-def _lengths(column: pa.Array) -> np.ndarray:
-    lengths: np.ndarray = pc.binary_length(column).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return lengths
-
-
-def record_sizes(batch: pa.RecordBatch) -> np.ndarray:
-    """Bytes of each row that count against ``max.message.bytes``: key + value + header keys and values."""
-    sizes: np.ndarray = _lengths(batch.column(KEY)) + _lengths(batch.column(VALUE))
-    headers = batch.column(HEADERS)
-    if headers.null_count < len(headers):
-        flat = pc.list_flatten(headers)
-        if len(flat):
-            per_item = _lengths(flat.field("key")) + _lengths(flat.field("value"))
-            parents = pc.list_parent_indices(headers).to_numpy(zero_copy_only=False)
-            sizes += np.bincount(parents, weights=per_item, minlength=len(sizes)).astype(np.int64)
-    return sizes
-
-
-def validate(batch: pa.RecordBatch, sizes: np.ndarray, partitions: int, max_message_bytes: int,
-             rows: RowNumbers, *, keep_offsets: bool = False) -> None:
-    """Reject the batch at its first bad row: a partition out of range, an oversized record, a timestamp out of
-    range, or (mirror batches) a row without its partition and offset."""
-    problems: list[tuple[int, str]] = []
-    partition = batch.column(PARTITION)
-    if partition.null_count < len(partition):
-        values = partition.fill_null(0).to_numpy(zero_copy_only=False)
-        valid = partition.is_valid().to_numpy(zero_copy_only=False)
-        bad = np.nonzero(valid & ((values < 0) | (values >= partitions)))[0]
-        if len(bad):
-            i = int(bad[0])
-            problems.append((i, partition_out_of_range(int(values[i]), partitions)))
-    big = np.nonzero(sizes > max_message_bytes)[0]
-    if len(big):
-        i = int(big[0])
-        problems.append((i, record_too_large(int(sizes[i]), max_message_bytes)))
-    stamps = batch.column(TIMESTAMP_MS)
-    if stamps.null_count < len(stamps):
-        values = stamps.fill_null(0).to_numpy(zero_copy_only=False)
-        bad = np.nonzero((values < 0) | (values > MAX_TIMESTAMP_MS))[0]
-        if len(bad):
-            i = int(bad[0])
-            problems.append((i, timestamp_out_of_range(int(values[i]))))
-    if keep_offsets:
-        for name in (PARTITION, OFFSET):
-            missing = np.nonzero(batch.column(name).is_null().to_numpy(zero_copy_only=False))[0]
-            if len(missing):
-                problems.append((int(missing[0]), f"a mirror batch (keep offsets) needs '{name}' on every record"))
-    if problems:
-        index, message = min(problems, key=lambda item: item[0])
-        raise rows.error(index, message)
-
-
 __all__ = ["INPUT_COLUMNS", "INPUT_SCHEMA", "Chunk", "RowNumbers", "input_batches", "normalise", "numbered_chunks",
-           "record_sizes",
-           "records_to_batch", "validate"]
+           "records_to_batch"]

@@ -8,10 +8,11 @@ Three ways in, one path:
 * ``produce(topic, records)``: ``ProducerRecord`` objects (the record-at-a-time API), on top of the same path;
 * ``produce_stream``: chunks of a large input (the command line), with memory bounded by one chunk.
 
-Each chunk is normalised and validated (``topics.columns``), planned (``topics.plan``: murmur2 or round-robin
-partitions, ranks within partitions) and written into the batch's data files (``topics.files``); nothing is
-visible until ``topics.append`` commits the files with the new ``N_p`` in one conditional commit. A bad row
-rejects the whole batch, naming its row (or line), and leaves the topic unchanged; empty input commits nothing.
+Each chunk is normalised (``topics.columns``), validated (``topics.validation``), planned (``topics.plan``:
+murmur2 or round-robin partitions, ranks within partitions) and written into the batch's data files
+(``topics.files``); nothing is visible until ``topics.append`` commits the files with the new ``N_p`` in one
+conditional commit. A bad row rejects the whole batch, naming its row (or line), and leaves the topic unchanged;
+empty input commits nothing.
 """
 
 from __future__ import annotations
@@ -44,15 +45,14 @@ from compactor.topics.columns import (
     RowNumbers,
     normalise,
     numbered_chunks,
-    record_sizes,
     records_to_batch,
-    validate,
 )
 from compactor.topics.files import StagedFiles
 from compactor.topics.placements import Placements, encode, verify_replay
 from compactor.topics.plan import BatchPlan, check_mirror
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
+from compactor.topics.validation import record_sizes, validate
 
 # In-memory input is already held by the caller: plan and write it in large chunks (fewer, larger row groups).
 IN_MEMORY_CHUNK_ROWS = 1 << 20
