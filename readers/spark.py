@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from compactor import schema as ts
 from compactor.iceberg.bounds import task_range
+from compactor.spark.active import active_session
 from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 from readers.pinned import Segment
@@ -30,7 +31,7 @@ RAW_FILE_SCHEMA = ("`partition` INT, `offset` BIGINT, `timestamp` TIMESTAMP, `ke
                    "`headers` ARRAY<STRUCT<`key`: STRING, `value`: BINARY>>")
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from compactor.lake import Lake
 
@@ -51,6 +52,11 @@ def read_topic_dataframe(lake: Lake, topic: str | TopicName, *, ordered: bool = 
 def dataframe_of(lake: Lake, reader: TopicReader, *, ordered: bool = False) -> DataFrame:
     """The DataFrame of an open (pinned) ``TopicReader``'s records: unordered unless ``ordered=True``."""
     spark = lake.spark()
+    with active_session(spark):  # Iceberg's source resolves its catalog on the active session
+        return _dataframe_on(spark, lake, reader, ordered)
+
+
+def _dataframe_on(spark: SparkSession, lake: Lake, reader: TopicReader, ordered: bool) -> DataFrame:
     catalog = lake.config.catalog_name
     segments = [s for p in range(reader.partitions) for s in reader.segments(p)]
     parts: list[DataFrame] = []

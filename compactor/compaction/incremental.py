@@ -26,6 +26,7 @@ from compactor.compaction.outcome import Phase2Result, RangeFigures
 from compactor.compaction.trim import trim_starts
 from compactor.config import LakeConfig
 from compactor.cursor import ViewStats
+from compactor.spark.active import call_active
 
 
 def write_incremental(ctx: RunContext, config: LakeConfig) -> Phase2Result:
@@ -36,9 +37,9 @@ def write_incremental(ctx: RunContext, config: LakeConfig) -> Phase2Result:
     passes: dict[str, Any] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         if plan.removes_view_rows:
-            passes["delete"] = pool.submit(_delete_pass, ctx, config)
+            passes["delete"] = pool.submit(call_active, ctx.spark, _delete_pass, ctx, config)
         if plan.ranges:
-            passes["append"] = pool.submit(_append_pass, ctx)
+            passes["append"] = pool.submit(call_active, ctx.spark, _append_pass, ctx)
         failures = [f.exception() for f in passes.values() if f.exception() is not None]
     if failures:
         raise failures[0]

@@ -49,6 +49,7 @@ from compactor.iceberg.catalog import first_line, translate_storage_errors
 from compactor.iceberg.expressions import ranges
 from compactor.progress import Listener, Progress
 from compactor.results import JsonResult
+from compactor.spark.active import active_session
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
@@ -133,6 +134,12 @@ class TwoPhaseCompactor:
                                        "and no compacted row needs removing")
         failpoints.hit("after-plan")
         ctx = self._start(plan, topic, pinned.view_table)
+        with active_session(ctx.spark):  # every Spark step of the run resolves on the job session
+            return self._execute(ctx, pinned, topic)
+
+    def _execute(self, ctx: RunContext, pinned: Pinned, topic: Topic) -> CompactionResult:
+        """Phase 1, phase 2 and the publish of a planned run; its scratch and unpublished stage are dropped."""
+        plan = ctx.plan
         published = False
         try:
             with spark_commit_conflicts(f"writing the staging branch of {self.name}"):

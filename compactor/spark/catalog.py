@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
+from compactor.spark.active import active_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -117,13 +118,5 @@ def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
 
 def _initialise_catalog(spark: SparkSession, name: str) -> None:
     """Make ``spark``'s catalog ``name`` read its settings now (Spark reads them from the *active* session)."""
-    jvm_sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession  # type: ignore[union-attr]
-    previous = jvm_sessions.getActiveSession()
-    jvm_sessions.setActiveSession(spark._jsparkSession)
-    try:
+    with active_session(spark):
         spark._jsparkSession.sessionState().catalogManager().catalog(name)
-    finally:
-        if previous.isDefined():
-            jvm_sessions.setActiveSession(previous.get())
-        else:
-            jvm_sessions.clearActiveSession()
