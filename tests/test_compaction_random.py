@@ -21,6 +21,7 @@ from tests.model import ModelSettings, TopicModel
 
 pytestmark = pytest.mark.spark
 HOUR = 3_600_000
+LAYOUTS = ("partitioned", "sliced")
 
 
 def random_batch(rng: random.Random, keys: int, size: int, now_ms: int) -> list[ProducerRecord]:
@@ -83,11 +84,21 @@ def test_rounds_match_the_reference_model(spark: SparkSession, lake: Lake, seed:
                                      min_lag_ms=lag)
         now += rng.choice([1, 1000, HOUR, retention + 1])
         expected_commit = model.compact(now, settings)
-        result = compact_topic(lake, "r.t", now_ms=now)
+        result = compact_topic(lake, "r.t", now_ms=now, layout=LAYOUTS[round_number % 2])
         assert result.committed == expected_commit, f"seed {seed}, round {round_number}: {result.reason}"
         check_against_model(lake, "r.t", model, seed, f"round {round_number}")
         commits += expected_commit
     assert commits >= 3, f"seed {seed}: only {commits} runs committed; the case tests too little"
+    # runs with nothing new (issue 19): past every delete horizon, then with keyless rows dropped, in each layout
+    for step, layout in enumerate(LAYOUTS):
+        now += retention + 1
+        if step == 1 and settings.null_key == "retain":
+            topic.refresh().set_config({"compaction.null-key": "drop"})
+            settings = ModelSettings(null_key="drop", delete_retention_ms=retention, min_lag_ms=lag)
+        expected_commit = model.compact(now, settings)
+        result = compact_topic(lake, "r.t", now_ms=now, layout=layout)
+        assert result.committed == expected_commit, f"seed {seed}, quiet run {step}: {result.reason}"
+        check_against_model(lake, "r.t", model, seed, f"quiet run {step}")
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ from compactor.status import render_text, topic_status
 def compact(args: argparse.Namespace) -> int:
     from compactor.compaction.job import TwoPhaseCompactor  # imports pyspark: only the verbs that run Spark do
 
-    emit(TwoPhaseCompactor(lake_of(args), args.name, now_ms=args.now_ms, if_due=args.if_due).run())
+    emit(TwoPhaseCompactor(lake_of(args), args.name, now_ms=args.now_ms, if_due=args.if_due,
+                           force_rewrite=args.rewrite, layout=args.layout).run())
     return 0
 
 
@@ -61,6 +62,10 @@ def register(verbs: Any) -> None:
     compacting.add_argument("name")
     add_now_ms(compacting)
     compacting.add_argument("--if-due", action="store_true", help="skip (committed: false) unless the topic is due")
+    compacting.add_argument("--rewrite", action="store_true",
+                            help="rewrite the whole compacted view (folds its delete files in) if the run has work")
+    compacting.add_argument("--layout", choices=("partitioned", "sliced"),
+                            help="force the Spark layout of the run (default: chosen by estimated cost)")
     compacting.set_defaults(handler=compact)
 
     retaining = verbs.add_parser("retention", help="apply the topic's cleanup.policy and expire snapshots")
