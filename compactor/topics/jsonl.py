@@ -5,8 +5,9 @@ file size. Each block is first parsed by pyarrow's JSON reader against the recor
 and header values; integer partition, timestamp and offset). That reader refuses everything the record format
 leaves to the exact parser (``{"base64": ...}`` objects, headers given as an object, wrong types, unknown or
 duplicate fields, invalid JSON), and a block it accepts is also checked to hold one record per non-blank line
-(pyarrow would accept two objects on one line). Any doubt sends the block to ``records.parse_lines``, which
-decodes it record by record and reports the exact line of the first bad record, as it always has.
+(pyarrow would accept two objects on one line). pyarrow does not check that strings are UTF-8, so a block
+goes to the fast reader only once it decodes as UTF-8. Any doubt sends the block to ``records.parse_lines``,
+which decodes it record by record and reports the exact line of the first bad record, as it always has.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from compactor.topics.columns import RowNumbers, normalise, records_to_batch
 from compactor.topics.records import parse_lines
 
 BLOCK_BYTES = 4 * 1024 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 _FAST_SCHEMA = pa.schema([
     ("key", pa.string()), ("value", pa.string()), ("partition", pa.int64()), ("timestamp_ms", pa.int64()),
     ("headers", pa.list_(pa.list_(pa.string()))), ("offset", pa.int64()),
@@ -33,7 +35,10 @@ _PARSE_OPTIONS = pj.ParseOptions(explicit_schema=_FAST_SCHEMA, unexpected_field_
 
 
 def blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
-    """Whole-line blocks of ``stream`` with the line number of each block's first line."""
+    """Whole-line blocks of ``stream`` with the line number of each block's first line.
+
+    A UTF-8 byte-order mark at the very start of the stream is dropped (editors on Windows write one); anywhere
+    else it is an ordinary character, which JSON refuses outside a string."""
     carry = b""
     line = 1
     while True:
@@ -46,10 +51,14 @@ def blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[b
             carry = data
             continue
         block, carry = data[:cut + 1], data[cut + 1:]
-        yield block, line
+        yield _without_mark(block) if line == 1 else block, line
         line += block.count(b"\n")
     if carry:
-        yield carry, line
+        yield _without_mark(carry) if line == 1 else carry, line
+
+
+def _without_mark(block: bytes) -> bytes:
+    return block[len(UTF8_BOM):] if block.startswith(UTF8_BOM) else block
 
 
 def content_lines(block: bytes, first_line: int) -> np.ndarray:
@@ -86,9 +95,19 @@ def _exact(block: bytes, first_line: int, source: str) -> tuple[pa.RecordBatch, 
     except UnicodeDecodeError as exc:
         line = first_line + block[:exc.start].count(b"\n")
         raise InputError(f"{source} is not UTF-8 text (line {line}: {exc.reason})") from None
-    parsed = list(parse_lines(text.split("\n")))
-    lines = np.asarray([first_line - 1 + n for n, _ in parsed], np.int64)
+    parsed = list(parse_lines(text.split("\n"), first_line))
+    lines = np.asarray([n for n, _ in parsed], np.int64)
     return normalise(records_to_batch([r for _, r in parsed])), lines
+
+
+def _is_utf8(block: bytes) -> bool:
+    """Whether ``block`` is valid UTF-8. pyarrow's JSON reader copies string bytes unchecked, so the fast path
+    would store invalid text as raw bytes; a block that fails goes to the exact parser, which names the line."""
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_jsonl(stream: BinaryIO, source: str = "standard input",
@@ -98,7 +117,9 @@ def read_jsonl(stream: BinaryIO, source: str = "standard input",
         lines = content_lines(block, first_line)
         if not len(lines):
             continue
-        batch = _fast(block, lines)
+        # pyarrow would also skip a mark at the start of a later block: that one goes to the exact parser
+        plain = _is_utf8(block) and not block.startswith(UTF8_BOM)
+        batch = _fast(block, lines) if plain else None
         if batch is None:
             batch, lines = _exact(block, first_line, source)
         yield batch, RowNumbers(lines=lines, unit="line")

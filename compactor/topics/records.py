@@ -167,9 +167,7 @@ def parse_record(text: str, line: int | None = None) -> ProducerRecord:
         )
     partition = obj.get("partition")
     if partition is not None:
-        partition = _int_field("partition", partition, line)
-        if partition < 0:
-            raise InvalidRecordError(f"partition must be >= 0, got {partition}", line)
+        partition = _int_field("partition", partition, line)  # its range is the batch's check (validation.py)
     timestamp = obj.get("timestamp_ms")
     if timestamp is not None:
         timestamp = _int_field("timestamp_ms", timestamp, line)
@@ -190,9 +188,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
-def parse_lines(lines: Iterable[str]) -> Iterator[tuple[int, ProducerRecord]]:
-    """Decode JSON Lines; blank lines are skipped; yields ``(line_number, record)``."""
-    for number, text in enumerate(lines, start=1):
+def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[tuple[int, ProducerRecord]]:
+    """Decode JSON Lines numbered from ``first_line``; blank lines are skipped; yields ``(line_number, record)``."""
+    for number, text in enumerate(lines, start=first_line):
         if not text.strip():
             continue
         yield number, parse_record(text, number)
