@@ -5,8 +5,9 @@ A point is enabled with the environment variable ``COMPACTOR_FAILPOINTS`` (for s
 
 * ``raise``: raise ``InjectedFailureError`` (the run fails like any error would),
 * ``exit``: end the process at once with status 137, as if it had been killed (no cleanup runs),
-* ``pause``: create the file named by ``COMPACTOR_FAILPOINT_MARKER`` and sleep, so a test can kill the
-  process (and its JVM) from outside while it sits exactly at that point,
+* ``pause``: create the file named by ``COMPACTOR_FAILPOINT_MARKER`` and sleep while it exists, so a test can
+  kill the process (and its JVM) from outside while it sits exactly at that point, or act there (run retention,
+  say) and then delete the file to let the process go on,
 * in-process only, a callable: called at that point (a test makes another writer act exactly there).
 
 Points of a compaction run, in order: ``after-plan``, ``after-phase-1``, ``after-delete``, ``after-write``,
@@ -63,8 +64,9 @@ def hit(name: str) -> None:
         marker = os.environ.get(MARKER_ENV)
         if marker:
             Path(marker).write_text(name)
-        while True:
-            time.sleep(1)
+        while not marker or Path(marker).exists():
+            time.sleep(0.2)
+        return
     raise InjectedFailureError(f"injected failure at '{name}'")
 
 

@@ -17,6 +17,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 from compactor import failpoints
+from compactor.compaction import lease
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
 from compactor.cursor import STAGE_PREFIX, TAG_PREFIX
 from compactor.errors import CursorCorruptError, CursorMovedError, InjectedFailureError
@@ -207,7 +208,8 @@ def _cli(lake: Lake, *args: str) -> list[str]:
     return [sys.executable, "-m", "compactor.cli.main", "--warehouse", warehouse, *args]
 
 
-def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path) -> None:
+def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     model = seeded(lake)
     before = current_cursor(lake, "s.t")
     marker = tmp_path / "reached"
@@ -236,10 +238,16 @@ def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession,
     from compactor.retention import run_retention
 
     later = 4000 + lake.topic("s.t").settings.orphan_min_age_ms + 1
+    # the killed run's lease is still live (it lapses LEASE_TTL_MS after its last renewal): nothing is dropped
+    assert run_retention(lake, "s.t", now_ms=later).dropped_run_tables == []
+    assert run_tables(lake) == killed_run_tables and len(stage_branches(lake)) == 1
+    real_clock = lease.wall_clock_ms
+    monkeypatch.setattr(lease, "wall_clock_ms", lambda: real_clock() + lease.LEASE_TTL_MS + 1)  # and now it lapsed
     assert run_retention(lake, "s.t", now_ms=later, dry_run=True).dropped_run_tables == killed_run_tables
     assert run_tables(lake) == killed_run_tables
     assert run_retention(lake, "s.t", now_ms=later).dropped_run_tables == killed_run_tables
-    assert run_tables(lake) == []
+    assert run_tables(lake) == [] and stage_branches(lake) == []
+    assert not lease.live_runs(lake.config, lake.catalog.load_table("s.t__compacted").metadata.location).run_ids
 
 
 def run_tables(lake: Lake) -> list[str]:

@@ -34,6 +34,7 @@ from compactor.compaction.context import RunContext
 from compactor.compaction.execution import Layout, choose_layout, estimate_work, task_slots
 from compactor.compaction.horizons import RawSnapshotView, compute_horizons
 from compactor.compaction.incremental import write_incremental
+from compactor.compaction.lease import RunLease, live_runs
 from compactor.compaction.outcome import Phase2Result, RunFigures, build_cursor
 from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons
 from compactor.compaction.publish import mirror_cursor, publish_cursor
@@ -133,9 +134,11 @@ class TwoPhaseCompactor:
             return self._not_committed(plan.cursor, plan.raw_snapshot_id, "nothing to compact: no horizon advances "
                                        "and no compacted row needs removing")
         failpoints.hit("after-plan")
-        ctx = self._start(plan, topic, pinned.view_table)
-        with active_session(ctx.spark):  # every Spark step of the run resolves on the job session
-            return self._execute(ctx, pinned, topic)
+        run_id = uuid.uuid4().hex[:12]
+        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id):  # retention spares the run
+            ctx = self._start(plan, topic, pinned.view_table, run_id)
+            with active_session(ctx.spark):  # every Spark step of the run resolves on the job session
+                return self._execute(ctx, pinned, topic)
 
     def _execute(self, ctx: RunContext, pinned: Pinned, topic: Topic) -> CompactionResult:
         """Phase 1, phase 2 and the publish of a planned run; its scratch and unpublished stage are dropped."""
@@ -171,17 +174,17 @@ class TwoPhaseCompactor:
             if not published:
                 drop_stage_branch(self.lake.catalog, self.name.compacted_identifier, ctx.stage)
 
-    def _start(self, plan: CompactionPlan, topic: Topic, view_table: Table) -> RunContext:
+    def _start(self, plan: CompactionPlan, topic: Topic, view_table: Table, run_id: str) -> RunContext:
         """The Spark side of the run: the job session, the layout, and the staging branch at ``C``."""
         spark = self.lake.job_spark()
         layout = self._layout(plan, topic, view_table, task_slots(spark))
         self.progress.phase("layout", layout.reason, layout=layout.kind, slots=layout.slots)
-        run_id = uuid.uuid4().hex[:12]
         stage = f"{STAGE_PREFIX}{self.now_ms}-{run_id}"
         catalog = self.lake.catalog
         previous = plan.cursor.snapshot_id if plan.cursor else None
         base = previous if previous is not None else ensure_base_branch(catalog, view_table)
-        drop_stale_scratch(catalog, self.lake.config, self.name, self.now_ms, plan.settings.orphan_min_age_ms)
+        drop_stale_scratch(catalog, self.lake.config, self.name, self.now_ms, plan.settings.orphan_min_age_ms,
+                           live=live_runs(self.lake.config, view_table.metadata.location))
         with translate_storage_errors(f"creating the staging branch of {self.name}"):
             create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
         return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,

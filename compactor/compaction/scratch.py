@@ -8,7 +8,8 @@ key- or record-sized ever reaches the driver.
 
 The table is ``<namespace>.<topic>__compacted__run_<now>_<id>``, placed under the compacted table's location,
 and dropped with its files when the run ends, whatever the outcome. A run that died leaves one behind; the
-next run of the topic (and retention) drops scratch tables older than ``compaction.orphan-min-age-ms``.
+next run of the topic (and retention) drops scratch tables older than ``compaction.orphan-min-age-ms``, never
+one whose run still holds its lease (``lease.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField
 
+from compactor.compaction.lease import LiveRuns, run_id_of
 from compactor.config import LakeConfig
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, drop_stale_tables
@@ -77,11 +79,14 @@ def scratch_clock(identifier: str) -> int | None:
 
 
 def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
-                       dry_run: bool = False) -> list[str]:
+                       live: LiveRuns, dry_run: bool = False) -> list[str]:
     """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
-    that died left them); returns their identifiers (in a dry run, those it would drop)."""
+    that died left them), never those of a run with a ``live`` lease; returns their identifiers (in a dry run,
+    those it would drop)."""
     def stale(identifier: str, _: Table) -> bool:
         started = scratch_clock(identifier)
+        if run_id_of(identifier, SCRATCH_INFIX, "_") in live.run_ids:
+            return False
         return started is not None and started + min_age_ms < now_ms
 
     return drop_stale_tables(catalog, config, name.namespace, f"{name.topic}{SCRATCH_INFIX}", stale, "phase-1 table",

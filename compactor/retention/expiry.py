@@ -160,7 +160,8 @@ def _landed(expired: list[int], dropped: list[str]) -> Callable[[TableMetadata],
 
 def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: int, max_age_ms: int, min_keep: int,
                  lease_ms: int, orphan_min_age_ms: int, protected: Iterable[int] = (),
-                 stale_refs: Iterable[str] = (), dry_run: bool = False, attempts: int = 5) -> ExpiryResult:
+                 stale_refs: Iterable[str] = (), orphans_before_ms: int | None = None, dry_run: bool = False,
+                 attempts: int = 5) -> ExpiryResult:
     """Remove ``stale_refs``, expire snapshots, delete unreferenced files and old orphans (module docstring).
 
     The ref removals and snapshot removals are one commit, conditioned on ``main`` not having moved; on a
@@ -205,19 +206,24 @@ def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: 
     else:
         raise CommitConflictError(f"could not expire snapshots of {table.name()}: other writers kept committing")
     if not dry_run:
-        result.orphan_files, result.orphan_bytes = remove_orphans(config, table, orphan_min_age_ms)
+        result.orphan_files, result.orphan_bytes = remove_orphans(config, table, orphan_min_age_ms,
+                                                                  before_ms=orphans_before_ms)
     return result
 
 
-def remove_orphans(config: LakeConfig, table: Table, min_age_ms: int) -> tuple[int, int]:
+def remove_orphans(config: LakeConfig, table: Table, min_age_ms: int, *,
+                   before_ms: int | None = None) -> tuple[int, int]:
     """Delete files under the table's location that no snapshot or metadata version references, once they
-    are older than ``min_age_ms`` by their modification time."""
+    are older than ``min_age_ms`` by their modification time, and modified before ``before_ms`` if given (the
+    start of the earliest run at work: what it wrote is not an orphan yet)."""
     live = {_normalise(k) for k in reachable_files(table, [s.snapshot_id for s in table.metadata.snapshots])}
     metadata = table.metadata
     live |= {_normalise(entry.metadata_file) for entry in metadata.metadata_log}
     live.add(_normalise(table.metadata_location))
     live |= {_normalise(path) for path in record_files(metadata.properties)}  # the batch-id record's segments
     cutoff = time.time() * 1000 - min_age_ms
+    if before_ms is not None:
+        cutoff = min(cutoff, before_ms - 1000)  # file times have a second's resolution on some stores
     orphans: dict[str, int] = {}
     with translate_storage_errors(f"listing the files of {table.name()}"):
         for stored in list_files(config, metadata.location.rstrip("/") + "/"):

@@ -31,6 +31,7 @@ from compactor import failpoints
 from compactor import properties as props
 from compactor.clock import resolve_now_ms
 from compactor.compaction.horizons import RawSnapshotView
+from compactor.compaction.lease import LiveRuns, live_runs, run_id_of
 from compactor.compaction.scratch import drop_stale_scratch
 from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
 from compactor.errors import CommitConflictError, TopicCorruptError
@@ -102,10 +103,12 @@ class RetentionPass:
         result.policy_off = self._policy_off(topic, settings, state)
 
         failpoints.hit("retention-before-expire")
-        expiry = Expiry(self._expire_raw(topic, settings), self._expire_compacted(settings))
+        live = (live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run)
+                if state is not None else LiveRuns())  # runs at work now: their leftovers-to-be are spared
+        expiry = Expiry(self._expire_raw(topic, settings), self._expire_compacted(settings, live))
         result.expiry = expiry
         result.dropped_run_tables = drop_stale_scratch(self.lake.catalog, self.lake.config, self.name, self.now,
-                                                       settings.orphan_min_age_ms, dry_run=self.dry_run)
+                                                       settings.orphan_min_age_ms, live=live, dry_run=self.dry_run)
         result.dropped_staging_tables = drop_stale_staging(self.lake.catalog, self.lake.config, self.name,
                                                            self.now, settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
@@ -221,7 +224,7 @@ class RetentionPass:
                             min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
                             orphan_min_age_ms=settings.orphan_min_age_ms, dry_run=self.dry_run)
 
-    def _expire_compacted(self, settings: TopicSettings) -> ExpiryResult:
+    def _expire_compacted(self, settings: TopicSettings, live: LiveRuns) -> ExpiryResult:
         state = load_compacted(self.lake.catalog, self.name)
         if state is None:
             return ExpiryResult()
@@ -235,7 +238,7 @@ class RetentionPass:
                         stale.append(ref)
                 except ValueError:
                     continue
-            elif ref.startswith(STAGE_PREFIX):
+            elif ref.startswith(STAGE_PREFIX) and run_id_of(ref, STAGE_PREFIX, "-") not in live.run_ids:
                 started = _stage_clock(ref)
                 if started is not None and started + settings.orphan_min_age_ms < self.now:
                     stale.append(ref)
@@ -243,7 +246,7 @@ class RetentionPass:
                             max_age_ms=settings.expire_max_snapshot_age_ms,
                             min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
                             orphan_min_age_ms=settings.orphan_min_age_ms, protected=keep, stale_refs=stale,
-                            dry_run=self.dry_run)
+                            orphans_before_ms=live.earliest_start_ms, dry_run=self.dry_run)
 
 
 def _clock_property(text: str, name: TopicName) -> int:

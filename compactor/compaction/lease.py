@@ -1,0 +1,128 @@
+"""Run leases: how retention, and the next run of a topic, tell a live compaction from one that died.
+
+A run leaves things behind only if it dies: its phase-1 scratch table, its staging branch on the compacted
+table, and files it wrote but never committed. Retention and the next run remove them once they are older than
+``compaction.orphan-min-age-ms`` by the run clock in their names. That setting alone cannot tell a dead run from
+a slow one: at 0 (or with ``--now-ms`` far ahead of the run's own clock) retention used to drop a live run's
+scratch table, and the run then failed (issue 19).
+
+So a run holds a **lease** for as long as it lives: a small JSON object at
+``<compacted table location>/leases/<run id>.json`` holding the wall-clock times it started and was last
+renewed. A daemon thread renews it every ``RENEW_INTERVAL_S``; the run deletes it when it ends, whatever the
+outcome. A lease renewed within ``LEASE_TTL_MS`` (by the reader's wall clock, never ``--now-ms``) is live, and
+whatever carries its run id is spared whatever the setting says; files under the compacted table are spared from
+orphan removal once written after the earliest live run started. A killed run's lease stops being renewed and
+lapses after ``LEASE_TTL_MS``; retention deletes lapsed lease files. Writers and readers on several machines
+must have clocks that agree to well within ``LEASE_TTL_MS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+from compactor.config import LakeConfig
+from compactor.iceberg.storage import delete_files, filesystem, fs_path, list_files
+
+log = logging.getLogger(__name__)
+
+LEASES_DIR = "leases"
+RENEW_INTERVAL_S = 15.0
+LEASE_TTL_MS = 120_000
+
+
+@dataclass(frozen=True)
+class LiveRuns:
+    """The runs of one topic that hold a live lease: their run ids, and when the earliest of them started."""
+
+    run_ids: frozenset[str] = frozenset()
+    earliest_start_ms: int | None = None
+
+
+def lease_location(view_location: str, run_id: str) -> str:
+    return f"{view_location.rstrip('/')}/{LEASES_DIR}/{run_id}.json"
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RunLease:
+    """Holds a run's lease while the ``with`` block runs (module docstring)."""
+
+    def __init__(self, config: LakeConfig, view_location: str, run_id: str,
+                 renew_interval_s: float = RENEW_INTERVAL_S) -> None:
+        self.config = config
+        self.location = lease_location(view_location, run_id)
+        self.run_id = run_id
+        self.started_ms = wall_clock_ms()
+        self.renew_interval_s = renew_interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name=f"lease-{run_id}", daemon=True)
+
+    def __enter__(self) -> RunLease:
+        self._write()  # before anything the lease protects exists: a failure here fails the run at its start
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):  # a leftover lapses and retention deletes it
+            delete_files(self.config, [self.location])
+
+    def _write(self) -> None:
+        body = json.dumps({"run_id": self.run_id, "started_ms": self.started_ms, "renewed_ms": wall_clock_ms()})
+        fs = filesystem(self.config)
+        path = fs_path(self.location)
+        if not self.config.is_s3:
+            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(path) as out:
+            out.write(body.encode())
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_interval_s):
+            try:
+                self._write()
+            except Exception as exc:  # the run goes on; if the lease lapses, retention may fail it later
+                log.warning("could not renew the lease of run %s: %s", self.run_id, exc)
+
+
+def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = False) -> LiveRuns:
+    """The runs whose leases under ``view_location`` are live now (wall clock); lapsed leases are deleted if
+    ``delete_lapsed``. Unreadable lease files count as live until they are older than ``LEASE_TTL_MS``."""
+    now = wall_clock_ms()
+    live: dict[str, int] = {}
+    lapsed: list[str] = []
+    fs = filesystem(config)
+    for stored in list_files(config, f"{view_location.rstrip('/')}/{LEASES_DIR}/"):
+        run_id = stored.location.rsplit("/", 1)[-1].removesuffix(".json")
+        try:
+            with fs.open_input_stream(fs_path(stored.location)) as source:
+                lease = json.loads(source.read())
+            renewed, started = int(lease["renewed_ms"]), int(lease["started_ms"])
+        except Exception:  # being written, or damaged: judge it by the file's own age
+            renewed = started = stored.mtime_ms if stored.mtime_ms is not None else now
+        if renewed + LEASE_TTL_MS > now:
+            live[run_id] = started
+        else:
+            lapsed.append(stored.location)
+    if delete_lapsed and lapsed:
+        with contextlib.suppress(Exception):
+            delete_files(config, lapsed)
+    return LiveRuns(frozenset(live), min(live.values()) if live else None)
+
+
+def run_id_of(name: str, prefix: str, separator: str) -> str | None:
+    """The run id in a run's scratch table or staging branch name: ``<prefix><clock><separator><run id>``."""
+    if prefix not in name:
+        return None
+    tail = name.rpartition(prefix)[2]
+    clock, _, run_id = tail.partition(separator)
+    return run_id if clock.isdigit() and run_id else None
