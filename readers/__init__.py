@@ -1,0 +1,30 @@
+"""Reading topics: the compacted view (compacted rows, then the raw tail past the horizon) or the raw log.
+
+The public names load lazily (PEP 562), so ``import readers`` does not import pyarrow, pyiceberg or pyspark
+until one of them is used. Deeper import paths are internal and may move.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for type checkers; at run time they load on first use
+    from readers.reader import TopicReader
+    from readers.spark import read_topic_dataframe
+
+_LAZY = {
+    "TopicReader": "readers.reader",
+    "read_topic_dataframe": "readers.spark",
+}
+
+__all__ = ["TopicReader", "read_topic_dataframe"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'readers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
