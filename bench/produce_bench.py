@@ -3,6 +3,7 @@ rows to a plain Iceberg table by the same engine, CLI memory, and the cost of on
 
     .venv/bin/python -m bench.produce_bench                            # 1M records, 3 repetitions (~15 min)
     .venv/bin/python -m bench.produce_bench --records 200000 --repeats 1 --commits 300   # quick
+    .venv/bin/python -m bench.produce_bench --commit-cost-only --repeats 3   # commit cost only (~10 min)
 
 Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
   json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
@@ -11,8 +12,10 @@ Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 pa
   buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
   dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
   cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
-  commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000 and 2,000 of one topic's
-                life, one simulated second apart (median of the 11 commits around each point)
+  commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000, 2,000 and 4,000 of one topic's
+                life, one simulated second apart (median of the 11 commits around each point), with the default
+                raw snapshot window (full from commit 1,001 on); ``--commit-cost-only`` runs just this figure,
+                ``--window-count N`` sets the topic's raw.snapshot.window.count
 
 MB/s counts logical bytes (key + value). The plain appends write the input's own columns (key, value) to an
 unpartitioned table: the floor a user would get without offsets, partitions or atomic batches.
@@ -160,7 +163,10 @@ class Bench:
         return time.perf_counter() - started, peak
 
     def commit_cost(self, commits: int) -> dict[str, Any]:
-        topic = self.lake.topic(self.topic_name())
+        name = self.topic_name()
+        topic = self.lake.topic(name)
+        if self.args.window_count is not None:
+            topic.set_config({"raw.snapshot.window.count": str(self.args.window_count)})
         times = []
         for i in range(commits):
             data = pa.table({"key": [f"k{i}".encode()], "value": [b"v" * VALUE_BYTES]})
@@ -170,10 +176,14 @@ class Bench:
             if (i + 1) % 500 == 0:
                 self.log(f"commit cost: {i + 1} commits")
         out: dict[str, Any] = {}
-        for at in (1, 100, 1000, 2000):
+        for at in (1, 100, 1000, 2000, 4000):
             if at <= commits:
                 window = times[max(0, at - 6): at + 5]
                 out[str(at)] = round(statistics.median(window) * 1000, 1)
+        if "2000" in out and "4000" in out:
+            out["ratio_4000_over_2000"] = round(out["4000"] / out["2000"], 2)
+        if "1" in out:
+            out["ratio_last_over_1"] = round(statistics.median(times[-11:]) * 1000 / out["1"], 2)
         metadata = topic.table.metadata
         out["snapshots_in_metadata"] = len(metadata.snapshots)
         out["manifests"] = len(topic.table.current_snapshot().manifests(topic.table.io))  # type: ignore[union-attr]
@@ -205,6 +215,12 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         a = self.args
+        if a.commit_cost_only:
+            runs = []
+            for rep in range(a.repeats):
+                runs.append(self.commit_cost(a.commits))
+                self.log(f"commit cost, run {rep + 1}: {runs[-1]}")
+            return {"commit_cost_ms": runs}
         table = records_table(a.records, 1)
         mb = logical_bytes(table) / 1e6
         results: dict[str, Any] = {"records": a.records, "partitions": a.partitions, "logical_mb": round(mb, 1)}
@@ -276,7 +292,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=7, help="Arrow API / plain append pairs (cheap; noisy)")
-    parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--commits", type=int, default=4000)
+    parser.add_argument("--commit-cost-only", action="store_true", help="only the commit cost figure")
+    parser.add_argument("--window-count", type=int, default=None,
+                        help="raw.snapshot.window.count of the commit-cost topic (default: the topic default)")
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--workdir", default="bench/data/produce")
     parser.add_argument("--out", default="bench/results/produce.json")
