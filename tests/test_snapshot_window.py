@@ -67,11 +67,14 @@ def test_the_time_window_keeps_what_was_current_within_it(lake: Lake) -> None:
                                                 "compaction.cursor.retain-ms": "0"})
     produce_many(topic, 20, step_ms=MINUTE)  # commits at minutes 0..19
     history = ids(topic)
-    # at minute 19: the snapshots replaced within the last 5 minutes (by the commits of minutes 15..19) stay
-    assert len(history) == 6
-    # three minutes later expiry spares only what is still in the window: minutes 17, 18 and the current 19
+    assert len(history) == 20  # within the count, appends keep old snapshots too: they cost no more than young ones
+    result = run_retention(lake, "w.time", now_ms=T0 + 19 * MINUTE)
+    # expiry spares what was current within the last 5 minutes: the snapshots of minutes 14..18 and the current 19
+    assert sorted(result.expiry.raw.expired_snapshots) == sorted(history[6:])
+    assert ids(topic) == history[:6]
+    # three minutes later only minutes 17, 18 and the current 19 are in the window
     result = run_retention(lake, "w.time", now_ms=T0 + 22 * MINUTE)
-    assert sorted(result.expiry.raw.expired_snapshots) == sorted(history[3:])
+    assert sorted(result.expiry.raw.expired_snapshots) == sorted(history[3:6])
     assert ids(topic) == history[:3]
 
 

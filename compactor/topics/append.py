@@ -221,7 +221,7 @@ def _attempt(topic: Topic, staged: Staged, attempt: int, *, now_ms: int, batch_i
         new_record, segment_files = record.with_entry(table, entry, now_ms, window_ms)
         written.extend(segment_files)
         updates_props[props.BATCH_IDS_PROPERTY] = new_record.to_property()
-    dropped = SnapshotWindow.of(settings).prunable(table.metadata, now_ms)
+    dropped = SnapshotWindow.of(settings).prunable(table.metadata)
     updates: list[TableUpdate] = [
         AddSnapshotUpdate(snapshot=built.snapshot),
         SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id,

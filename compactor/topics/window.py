@@ -3,24 +3,30 @@
 Iceberg's incremental readers (Spark Structured Streaming resumed from a checkpoint, ``VERSION AS OF``,
 pyiceberg's ``incremental_append_scan``) name raw snapshots by id, so those snapshots must stay in the table
 metadata. But every commit reads, copies and writes all of the metadata, so a topic cannot keep every
-snapshot: commit cost would grow with the topic's age. The window bounds it, per topic, in time and in count:
+snapshot: commit cost would grow with the topic's age. The window is what a topic promises, in time and in
+count:
 
-* ``raw.snapshot.window.ms`` (default one hour): a snapshot of ``main``'s history stays while it was the
-  current snapshot within that long, by the recorded clocks of the commits (``compactor.now-ms``; never
-  Iceberg's commit times), i.e. while the commit that replaced it is younger than the window;
-* ``raw.snapshot.window.count`` (default 1,000, chosen by measurement: ``bench/README.md``): at most that many
-  snapshots before the current one stay, whatever their age.
+* ``raw.snapshot.window.ms`` (default one hour): a snapshot of ``main``'s history that was the current snapshot
+  within that long, by the recorded clocks of the commits (``compactor.now-ms``; never Iceberg's commit
+  times), i.e. whose replacing commit is younger than the window, ...
+* ``raw.snapshot.window.count`` (default 1,000, chosen by measurement: ``bench/README.md``): ... and has at most
+  that many snapshots committed after it, is in the window.
 
-A snapshot is in the window iff both hold (time, capped by the count), or it is among the newest
-``history.expire.min-snapshots-to-keep`` (Iceberg's floor). So a reader that checkpointed the then-current
-snapshot resumes if it comes back within ``raw.snapshot.window.ms`` and after at most
-``raw.snapshot.window.count`` appends; past either, its snapshot may be gone and it fails with Iceberg's own
-error. The product's consumers track offsets, not snapshots, and have no such window.
+The newest ``history.expire.min-snapshots-to-keep`` (Iceberg's floor) are in it too. So a reader that
+checkpointed the then-current snapshot resumes if it comes back within ``raw.snapshot.window.ms`` and after at
+most ``raw.snapshot.window.count`` appends; past either its snapshot may be gone, and it fails with Iceberg's
+own error. The product's consumers track offsets, not snapshots, and have no such window.
 
-Only two things remove a snapshot entry: an append pruning older *append* snapshots outside the window
-(``prunable``; never a ref's head, never a non-append snapshot such as a retention delete, nor its parent, so
-the files a delete removed stay referenced until expiry's lease rule lets them go), and snapshot expiry in
-retention, which spares the window (``in_window``).
+Two things remove a snapshot entry, never one in the window:
+
+* an append (``prunable``) removes the *append* snapshots with more than ``raw.snapshot.window.count`` snapshots
+  after them: the count bounds the metadata, so a commit's cost grows with the window, never with the topic's
+  age. It never removes a ref's head, a non-append snapshot (a retention delete) or the parent of one, so the
+  files a delete removed stay referenced until expiry's lease rule lets them go. Time plays no part here:
+  older snapshots within the count cost no more than young ones, so a slowly written topic keeps them;
+* snapshot expiry in retention (``retention.expiry``, Iceberg's ``history.expire.*`` rules and the reader lease)
+  spares the window (``in_window``), so past ``raw.snapshot.window.ms`` a snapshot goes once it is older than
+  ``history.expire.max-snapshot-age-ms``.
 """
 
 from __future__ import annotations
@@ -56,36 +62,32 @@ class SnapshotWindow:
         return cls(settings.raw_snapshot_window_ms, settings.raw_snapshot_window_count,
                    settings.expire_min_snapshots_to_keep)
 
-    def _kept(self, history: list[Snapshot], now_ms: int, head_replaced_ms: int | None) -> int:
-        """How many of ``history`` (newest first) are in the window. ``head_replaced_ms``: when the newest was
-        replaced (an append about to commit replaces it now), or None when it is still current."""
-        shift = 1 if head_replaced_ms is not None else 0
-        for index in range(len(history)):
-            replaced = head_replaced_ms if index == 0 else snapshot_clock(history[index - 1])
-            after = index + shift  # how many snapshots were committed after it (the new one too)
-            in_time = replaced is None or now_ms - replaced < self.window_ms
-            if after >= max(self.min_keep, 1) and not (in_time and after <= self.count):
+    def _in_window(self, history: list[Snapshot], now_ms: int) -> int:
+        """How many of ``history`` (newest first, the first one current) are in the window at ``now_ms``."""
+        for index in range(1, len(history)):
+            replaced = snapshot_clock(history[index - 1])
+            if index >= self.min_keep and not (now_ms - replaced < self.window_ms and index <= self.count):
                 return index  # the window is a contiguous run of the newest: a reader's chain has no gap
         return len(history)
 
     def in_window(self, metadata: TableMetadata, now_ms: int) -> set[int]:
         """The ids of ``main``'s snapshots in the window at ``now_ms`` (expiry spares them)."""
         history = branch_history(metadata)
-        return {s.snapshot_id for s in history[:self._kept(history, now_ms, None)]}
+        return {s.snapshot_id for s in history[:self._in_window(history, now_ms)]}
 
-    def prunable(self, metadata: TableMetadata, now_ms: int) -> list[int]:
-        """The snapshot entries an append committing at ``now_ms`` removes from ``metadata``: ``main``'s append
-        snapshots outside the window once the new snapshot is current, except ref heads, non-append snapshots and
-        the parents of non-append snapshots (those are expiry's to decide)."""
+    def prunable(self, metadata: TableMetadata) -> list[int]:
+        """The snapshot entries an append removes from ``metadata`` as it commits a new current snapshot: ``main``'s
+        append snapshots with more than ``count`` snapshots after them (the new one too), except ref heads,
+        non-append snapshots and the parents of non-append snapshots (those are expiry's to decide)."""
         history = branch_history(metadata)
-        kept = self._kept(history, now_ms, now_ms)
+        kept = max(self.count, self.min_keep - 1, 1)  # of the existing history; the new snapshot comes on top
         heads = {ref.snapshot_id for ref in metadata.refs.values()}
 
         def operation(snapshot: Snapshot) -> Operation | None:
             return snapshot.summary.operation if snapshot.summary is not None else None
 
         out = []
-        for index in range(max(kept, 1), len(history)):
+        for index in range(kept, len(history)):
             candidate, child = history[index], history[index - 1]
             if (candidate.snapshot_id in heads or operation(candidate) != Operation.APPEND
                     or operation(child) != Operation.APPEND):
