@@ -3,7 +3,6 @@ rows to a plain Iceberg table by the same engine, CLI memory, and the cost of on
 
     .venv/bin/python -m bench.produce_bench                            # 1M records, 3 repetitions (~15 min)
     .venv/bin/python -m bench.produce_bench --records 200000 --repeats 1 --commits 300   # quick
-    .venv/bin/python -m bench.produce_bench --commit-cost-only --repeats 3   # commit cost only (~10 min)
 
 Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
   json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
@@ -13,10 +12,8 @@ Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 pa
   dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
   cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
   commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000, 2,000 and 4,000 of one topic's
-                life, one simulated second apart (median of the 11 commits around each point), wall and CPU
-                time, with the default raw snapshot window (full from commit 1,001 on); then 25 commits to it
-                alternated with commits to new topics (side by side: the ratio a busy machine cannot skew);
-                ``--commit-cost-only`` runs just this figure, ``--window-count N`` sets the window's count
+                life, one simulated second apart (median of the 11 commits around each point); with the raw
+                snapshot window full and side by side with new topics: ``bench.commit_cost_bench``
 
 MB/s counts logical bytes (key + value). The plain appends write the input's own columns (key, value) to an
 unpartitioned table: the floor a user would get without offsets, partitions or atomic batches.
@@ -163,51 +160,22 @@ class Bench:
                              "--file", str(path)], env)
         return time.perf_counter() - started, peak
 
-    def one_commit(self, topic: Any, i: int) -> tuple[float, float]:
-        """Wall and CPU seconds of one one-record commit (with a batch id) at simulated second ``i``."""
-        data = pa.table({"key": [f"k{i}".encode()], "value": [b"v" * VALUE_BYTES]})
-        wall, cpu = time.perf_counter(), time.process_time()
-        produce_arrow(topic, data, batch_id=f"commit-{i}", now_ms=T0 + i * 1000)
-        return time.perf_counter() - wall, time.process_time() - cpu
-
     def commit_cost(self, commits: int) -> dict[str, Any]:
-        """Wall and CPU milliseconds of one commit at points of a topic's life, then side by side against a new
-        topic: alternating commits to the aged topic (window full) and to fresh topics (their commits 2 to 6)."""
         topic = self.lake.topic(self.topic_name())
-        if self.args.window_count is not None:
-            topic.set_config({"raw.snapshot.window.count": str(self.args.window_count)})
-        self.one_commit(self.lake.topic(self.topic_name()), 0)  # warm-up: imports, first writes of the process
-        wall, cpu = [], []
+        times = []
         for i in range(commits):
-            w, c = self.one_commit(topic, i)
-            wall.append(w)
-            cpu.append(c)
+            data = pa.table({"key": [f"k{i}".encode()], "value": [b"v" * VALUE_BYTES]})
+            started = time.perf_counter()
+            produce_arrow(topic, data, batch_id=f"commit-{i}", now_ms=T0 + i * 1000)
+            times.append(time.perf_counter() - started)
             if (i + 1) % 500 == 0:
                 self.log(f"commit cost: {i + 1} commits")
-
-        def at(times: list[float], point: int) -> float:
-            return round(statistics.median(times[max(0, point - 6): point + 5]) * 1000, 1)
-
-        points = [p for p in (1, 100, 1000, 2000, 4000) if p <= commits]
-        out: dict[str, Any] = {"wall": {str(p): at(wall, p) for p in points},
-                               "cpu": {str(p): at(cpu, p) for p in points}}
-        if 4000 in points:
-            out["ratio_4000_over_2000"] = {k: round(out[k]["4000"] / out[k]["2000"], 2) for k in ("wall", "cpu")}
-        pairs: dict[str, list[tuple[float, float]]] = {"wall": [], "cpu": []}
-        fresh = None
-        for j in range(25):
-            if j % 5 == 0:
-                fresh = self.lake.topic(self.topic_name())
-                self.one_commit(fresh, 0)  # its first commit creates the first manifest: not a steady commit
-            new_w, new_c = self.one_commit(fresh, j % 5 + 1)
-            old_w, old_c = self.one_commit(topic, commits + j)
-            pairs["wall"].append((old_w, new_w))
-            pairs["cpu"].append((old_c, new_c))
-        out["side_by_side"] = {k: {"aged_ms": round(statistics.median(o for o, _ in v) * 1000, 1),
-                                   "new_topic_ms": round(statistics.median(n for _, n in v) * 1000, 1),
-                                   "ratio": round(statistics.median(o / n for o, n in v), 2)}
-                               for k, v in pairs.items()}
-        metadata = topic.refresh().table.metadata
+        out: dict[str, Any] = {}
+        for at in (1, 100, 1000, 2000, 4000):
+            if at <= commits:
+                window = times[max(0, at - 6): at + 5]
+                out[str(at)] = round(statistics.median(window) * 1000, 1)
+        metadata = topic.table.metadata
         out["snapshots_in_metadata"] = len(metadata.snapshots)
         out["manifests"] = len(topic.table.current_snapshot().manifests(topic.table.io))  # type: ignore[union-attr]
         out["metadata_json_bytes"] = len(metadata.model_dump_json())
@@ -238,12 +206,6 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         a = self.args
-        if a.commit_cost_only:
-            runs = []
-            for rep in range(a.repeats):
-                runs.append(self.commit_cost(a.commits))
-                self.log(f"commit cost, run {rep + 1}: {runs[-1]}")
-            return {"commit_cost_ms": runs}
         table = records_table(a.records, 1)
         mb = logical_bytes(table) / 1e6
         results: dict[str, Any] = {"records": a.records, "partitions": a.partitions, "logical_mb": round(mb, 1)}
@@ -315,10 +277,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=7, help="Arrow API / plain append pairs (cheap; noisy)")
-    parser.add_argument("--commits", type=int, default=4000)
-    parser.add_argument("--commit-cost-only", action="store_true", help="only the commit cost figure")
-    parser.add_argument("--window-count", type=int, default=None,
-                        help="raw.snapshot.window.count of the commit-cost topic (default: the topic default)")
+    parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--workdir", default="bench/data/produce")
     parser.add_argument("--out", default="bench/results/produce.json")
