@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from compactor.lake import Lake
+from compactor.retention.run import run_retention
 from compactor.topics.producer import produce_arrow
 from compactor.topics.topic import Topic
 
@@ -37,8 +38,8 @@ class Stream:
         self.spark, self.table = spark, table
         self.out, self.checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
-    def run(self) -> None:
-        query = (self.spark.readStream.format("iceberg").load(self.table)
+    def run(self, **options: str) -> None:
+        query = (self.spark.readStream.format("iceberg").options(**options).load(self.table)
                  .selectExpr("partition", "offset", "key")
                  .writeStream.format("parquet").option("path", str(self.out))
                  .option("checkpointLocation", str(self.checkpoint)).trigger(availableNow=True).start())
@@ -69,6 +70,21 @@ def test_a_streaming_query_resumes_within_the_window_and_fails_with_icebergs_err
     produce_many(topic, window + 1, OLD_LIMIT + 9)  # the checkpoint's snapshot leaves the window
     with pytest.raises(Exception, match="Cannot load current offset at snapshot"):
         stream.run()
+
+
+def test_a_streaming_query_passes_retention_deletes_with_icebergs_skip_option(
+        spark: SparkSession, lake: Lake, tmp_path: Path) -> None:
+    """README: retention commits delete snapshots, which Iceberg's streaming source skips only when told to."""
+    topic = lake.create_topic("w.deletes", config={"retention.ms": "1000"})
+    stream = Stream(spark, f"{lake.config.catalog_name}.w.deletes", tmp_path)
+    produce_many(topic, 2, 0)
+    stream.run()
+    assert run_retention(lake, "w.deletes", now_ms=T0 + 10**6).removed_records == 2
+    produce_arrow(topic.refresh(), pa.table({"key": [b"k2"], "value": [b"v"]}), now_ms=T0 + 10**6)
+    with pytest.raises(Exception, match="Cannot process delete snapshot"):
+        stream.run()
+    stream.run(**{"streaming-skip-delete-snapshots": "true"})
+    assert stream.keys() == expected(3)
 
 
 def test_version_as_of_a_recent_raw_snapshot_and_icebergs_error_past_the_window(
