@@ -11,8 +11,9 @@ Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 pa
   buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
   dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
   cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
-  commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000 and 2,000 of one topic's
-                life, one simulated second apart (median of the 11 commits around each point)
+  commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000, 2,000 and 4,000 of one topic's
+                life, one simulated second apart (median of the 11 commits around each point); with the raw
+                snapshot window full and side by side with new topics: ``bench.commit_cost_bench``
 
 MB/s counts logical bytes (key + value). The plain appends write the input's own columns (key, value) to an
 unpartitioned table: the floor a user would get without offsets, partitions or atomic batches.
@@ -170,7 +171,7 @@ class Bench:
             if (i + 1) % 500 == 0:
                 self.log(f"commit cost: {i + 1} commits")
         out: dict[str, Any] = {}
-        for at in (1, 100, 1000, 2000):
+        for at in (1, 100, 1000, 2000, 4000):
             if at <= commits:
                 window = times[max(0, at - 6): at + 5]
                 out[str(at)] = round(statistics.median(window) * 1000, 1)

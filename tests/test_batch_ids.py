@@ -17,12 +17,14 @@ from compactor.retention.run import run_retention
 from compactor.topics.batch_ids import TAIL_ENTRIES, BatchIdRecord
 from compactor.topics.producer import produce, produce_arrow
 from compactor.topics.records import ProducerRecord
-from compactor.topics.snapshots import KEEP_SNAPSHOTS, MERGE_FACTOR
+from compactor.topics.snapshots import MERGE_FACTOR
 from compactor.topics.topic import Topic
 from readers.reader import TopicReader
 
 T0 = 1_800_000_000_000
 DAY = 86_400_000
+WINDOW = 16  # a small raw snapshot window (raw.snapshot.window.count) keeps these tests short
+SMALL_WINDOW = {"raw.snapshot.window.count": str(WINDOW)}
 
 
 def rows(topic: Topic) -> list[dict[str, Any]]:
@@ -38,10 +40,10 @@ def one(i: int, stamp: int) -> pa.Table:
 def test_a_batch_id_outlives_snapshot_expiry_and_retention_within_its_window(lake: Lake) -> None:
     topic = lake.create_topic("i.t", partitions=2, config={
         "retention.ms": str(DAY), "producer.id.expiration.ms": str(3 * DAY),
-        "history.expire.max-snapshot-age-ms": "0", "compaction.cursor.retain-ms": "0"})
+        "history.expire.max-snapshot-age-ms": "0", "compaction.cursor.retain-ms": "0", "raw.snapshot.window.ms": "0"})
     batch = pa.table({"key": [b"a", b"b", None], "value": [b"1", b"2", b"3"], "timestamp_ms": [T0] * 3})
     first = produce_arrow(topic, batch, batch_id="B", now_ms=T0)
-    for i in range(KEEP_SNAPSHOTS + 10):
+    for i in range(WINDOW + 10):
         produce_arrow(topic, one(i, T0 + DAY + i), now_ms=T0 + DAY + i)
     removed = run_retention(lake, "i.t", now_ms=T0 + DAY + 10**6)
     assert removed.removed_records == 3
@@ -111,12 +113,12 @@ def test_producer_id_expiration_is_a_validated_setting(lake: Lake) -> None:
 
 
 def test_metadata_stays_bounded_over_many_commits(lake: Lake) -> None:
-    topic = lake.create_topic("c.t", partitions=2)
+    topic = lake.create_topic("c.t", partitions=2, config=SMALL_WINDOW)
     for i in range(150):
         produce_arrow(topic, one(i, T0), batch_id=f"c{i}", now_ms=T0 + i)
     metadata = topic.refresh().table.metadata
-    assert len(metadata.snapshots) <= KEEP_SNAPSHOTS + 1
-    assert len(metadata.snapshot_log) <= KEEP_SNAPSHOTS + 1
+    assert len(metadata.snapshots) <= WINDOW + 1
+    assert len(metadata.snapshot_log) <= WINDOW + 1
     manifests = topic.table.current_snapshot().manifests(topic.table.io)  # type: ignore[union-attr]
     assert len(manifests) < 3 * MERGE_FACTOR
     live = sum((m.added_files_count or 0) + (m.existing_files_count or 0) for m in manifests)
@@ -124,13 +126,13 @@ def test_metadata_stays_bounded_over_many_commits(lake: Lake) -> None:
 
 
 def test_the_parent_of_a_retention_delete_is_kept_for_expiry_to_decide(lake: Lake) -> None:
-    topic = lake.create_topic("c.keep", config={"retention.ms": str(DAY)})
+    topic = lake.create_topic("c.keep", config={"retention.ms": str(DAY), **SMALL_WINDOW})
     for i in range(5):
         produce_arrow(topic, one(i, T0), now_ms=T0)
     before_delete = topic.refresh().snapshot
     assert before_delete is not None
     run_retention(lake, "c.keep", now_ms=T0 + 2 * DAY)
-    for i in range(KEEP_SNAPSHOTS + 5):
+    for i in range(WINDOW + 5):
         produce_arrow(topic, one(i, T0 + 2 * DAY), now_ms=T0 + 2 * DAY + i)
     assert topic.refresh().table.metadata.snapshot_by_id(before_delete.snapshot_id) is not None
 
@@ -139,18 +141,18 @@ def test_an_open_reader_keeps_its_records_through_commits_and_retention_for_its_
     lease = 3_600_000
     topic = lake.create_topic("c.lease", partitions=2, config={
         "retention.ms": str(DAY), "history.expire.max-snapshot-age-ms": "0",
-        "compaction.cursor.retain-ms": str(lease), "compaction.orphan-min-age-ms": "0"})
+        "compaction.cursor.retain-ms": str(lease), "compaction.orphan-min-age-ms": "0", **SMALL_WINDOW})
     for i in range(6):
         produce_arrow(topic, one(i, T0), now_ms=T0)
     reader = TopicReader(lake, "c.lease")
     seen = list(reader.records())
     assert len(seen) == 6
-    for i in range(2 * KEEP_SNAPSHOTS):  # the reader's snapshot entry is dropped from the metadata
+    for i in range(2 * WINDOW):  # the reader's snapshot entry is dropped from the metadata
         produce_arrow(topic, one(100 + i, T0 + 2 * DAY), now_ms=T0 + 2 * DAY + i)
     assert topic.refresh().table.metadata.snapshot_by_id(reader.raw_snapshot_id or 0) is None
     now = T0 + 2 * DAY + 10**5
     assert run_retention(lake, "c.lease", now_ms=now).removed_records == 6  # every record the reader saw
-    for i in range(2 * KEEP_SNAPSHOTS):  # more appends after the retention delete, then expiry and orphan cleanup
+    for i in range(2 * WINDOW):  # more appends after the retention delete, then expiry and orphan cleanup
         produce_arrow(topic, one(200 + i, T0 + 2 * DAY), now_ms=now + i)
     run_retention(lake, "c.lease", now_ms=now + 100)
     assert list(reader.records()) == seen  # within its lease: unchanged

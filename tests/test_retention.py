@@ -252,7 +252,7 @@ def test_a_pass_that_fails_midway_leaves_a_consistent_topic_and_the_next_pass_fi
     from compactor.errors import InjectedFailureError
 
     lake.create_topic("f.mid", config={"retention.ms": str(HOUR), "history.expire.max-snapshot-age-ms": "0",
-                                       "compaction.cursor.retain-ms": "0"})
+                                       "compaction.cursor.retain-ms": "0", "raw.snapshot.window.ms": "0"})
     produce(lake.topic("f.mid"), batch("ab", T0), now_ms=T0)
     produce(lake.topic("f.mid"), batch("c", T0 + DAY), now_ms=T0 + DAY)
     with failpoints.enabled({point: "raise"}), pytest.raises(InjectedFailureError):

@@ -115,7 +115,8 @@ def test_config_set_unset_and_validation_leaves_topic_untouched(lake: Lake) -> N
 def test_describe_reports_offsets_sizes_and_erasure_bound(lake: Lake) -> None:
     topic = lake.create_topic("a.t", partitions=2, config={"retention.ms": "1000",
                                                            "history.expire.max-snapshot-age-ms": "200",
-                                                           "compaction.cursor.retain-ms": "30"})
+                                                           "compaction.cursor.retain-ms": "30",
+                                                           "raw.snapshot.window.ms": "20"})
     produce(topic, [ProducerRecord(b"k", b"v", partition=1)] * 3)
     info = describe_topic(topic.refresh())
     assert info.next_offsets == {"0": 0, "1": 3}
@@ -125,6 +126,8 @@ def test_describe_reports_offsets_sizes_and_erasure_bound(lake: Lake) -> None:
     assert info.erasure_bound.bound_ms == 1230
     assert "partition" in info.schema
     assert info.as_json()["erasure_bound"]["bound_ms"] == 1230
+    topic.set_config({"raw.snapshot.window.ms": "50"})  # expiry spares the raw snapshot window too
+    assert describe_topic(topic.refresh()).erasure_bound.bound_ms == 1250
     topic.set_config({"retention.ms": "-1"})
     assert describe_topic(topic).erasure_bound.bound_ms is None
 

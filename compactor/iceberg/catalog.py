@@ -19,6 +19,7 @@ from pyiceberg.table import Table
 
 from compactor.config import LakeConfig, mask_password
 from compactor.errors import StorageUnavailableError, TopicNotFoundError
+from compactor.iceberg.sql_catalog import LakeSqlCatalog
 
 SQLITE_BUSY_TIMEOUT_S = 60
 
@@ -57,7 +58,7 @@ def open_catalog(config: LakeConfig) -> SqlCatalog:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return SqlCatalog(config.catalog_name, **pyiceberg_properties(config))
+            return LakeSqlCatalog(config.catalog_name, **pyiceberg_properties(config))
     except Exception as exc:  # SQLAlchemy raises many driver-specific types
         raise StorageUnavailableError(
             f"cannot open the catalog database {mask_password(config.catalog.sqlalchemy_url)}: {first_line(exc)}"

@@ -43,14 +43,16 @@ from compactor.iceberg.catalog import first_line, is_storage_failure, storage_er
 
 def branch_history(metadata: TableMetadata, ref: str = "main") -> list[Snapshot]:
     """The snapshots of ``ref``'s history, newest first (following parents while their entries exist)."""
+    by_id = {s.snapshot_id: s for s in metadata.snapshots}  # one pass: ``snapshot_by_id`` scans the list each time
     out: list[Snapshot] = []
     seen: set[int] = set()
-    snapshot = metadata.snapshot_by_name(ref)
+    head = metadata.refs.get(ref)
+    snapshot = by_id.get(head.snapshot_id) if head is not None else None
     while snapshot is not None and snapshot.snapshot_id not in seen:
         out.append(snapshot)
         seen.add(snapshot.snapshot_id)
         parent = snapshot.parent_snapshot_id
-        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+        snapshot = by_id.get(parent) if parent is not None else None
     return out
 
 

@@ -12,10 +12,12 @@ A snapshot is expired iff it is not protected and both hold:
 * the snapshot that replaced it is older than ``compaction.cursor.retain-ms`` (the reader lease: a reader
   that pinned it while it was current may still be reading).
 
-Protected: the head of every ref (``main``, retained cursor tags, live staging branches, the base branch)
-and every retained cursor's snapshot. (Appends drop the metadata entries of older raw *append* snapshots
-themselves, keeping the parent of every retention delete, so the files a delete removed stay referenced,
-and are deleted here, only once that parent is expired by the rules above; see ``topics.snapshots``.)
+Protected: the head of every ref (``main``, retained cursor tags, live staging branches, the base branch),
+every retained cursor's snapshot, and on a topic's raw table its raw snapshot window (``topics.window``: the
+snapshots Iceberg's own incremental readers may still name). (Appends drop the metadata entries of older raw
+*append* snapshots outside that window themselves, keeping the parent of every retention delete, so the files
+a delete removed stay referenced, and are deleted here, only once that parent is expired by the rules above;
+see ``topics.window``.)
 Then every file that only expired snapshots referenced (data files, delete files, manifests, manifest lists)
 is deleted, and orphans (files under the table's location that no
 snapshot references, such as the output of a crashed run) once they are older than
@@ -160,9 +162,13 @@ def _landed(expired: list[int], dropped: list[str]) -> Callable[[TableMetadata],
 
 def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: int, max_age_ms: int, min_keep: int,
                  lease_ms: int, orphan_min_age_ms: int, protected: Iterable[int] = (),
+                 spare: Callable[[TableMetadata], Iterable[int]] | None = None,
                  stale_refs: Iterable[str] = (), orphans_before_ms: int | None = None, dry_run: bool = False,
                  attempts: int = 5) -> ExpiryResult:
     """Remove ``stale_refs``, expire snapshots, delete unreferenced files and old orphans (module docstring).
+
+    ``spare`` names more snapshots to protect, chosen on the metadata of each attempt (a topic's raw snapshot
+    window, ``topics.window``, which moves with every append).
 
     The ref removals and snapshot removals are one commit, conditioned on ``main`` not having moved; on a
     conflict the choice is made again on the new metadata. Files are deleted only after that commit, and
@@ -178,8 +184,9 @@ def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: 
                 table = catalog.load_table(table.name())
         drop = [r for r in stale if r in table.metadata.refs]
         remaining = {name: ref for name, ref in table.metadata.refs.items() if name not in drop}
+        spared = protected | set(spare(table.metadata) if spare is not None else ())
         expired = choose_expired(table, refs=remaining, now_ms=now_ms, max_age_ms=max_age_ms, min_keep=min_keep,
-                                 lease_ms=lease_ms, protected=protected)
+                                 lease_ms=lease_ms, protected=spared)
         freed = _unreferenced(table, expired)
         result.expired_snapshots, result.removed_refs = expired, drop
         result.deleted_files, result.deleted_bytes = len(freed), sum(freed.values())

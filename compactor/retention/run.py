@@ -48,6 +48,7 @@ from compactor.topics.settings import TopicSettings
 from compactor.topics.spark_stage import drop_stale_staging
 from compactor.topics.state import offsets_to_dict
 from compactor.topics.topic import RawFile, Topic
+from compactor.topics.window import SnapshotWindow
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
@@ -222,7 +223,8 @@ class RetentionPass:
         return expire_table(self.lake.catalog, self.lake.config, topic.table, now_ms=self.now,
                             max_age_ms=settings.expire_max_snapshot_age_ms,
                             min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
-                            orphan_min_age_ms=settings.orphan_min_age_ms, dry_run=self.dry_run)
+                            orphan_min_age_ms=settings.orphan_min_age_ms, dry_run=self.dry_run,
+                            spare=lambda metadata: SnapshotWindow.of(settings).in_window(metadata, self.now))
 
     def _expire_compacted(self, settings: TopicSettings, live: LiveRuns) -> ExpiryResult:
         state = load_compacted(self.lake.catalog, self.name)

@@ -8,7 +8,8 @@ A batch is staged first (its data files written with offsets ``N_p + rank``; see
    within ``producer.id.expiration.ms``, the staged files are discarded and the original placement returned;
 3. a mirror batch must start exactly at each ``N_p``; any other batch has its files rebased to ``N_p``;
 4. one commit adds the snapshot, moves ``main`` **only if ``main`` is still the snapshot step 1 read**, sets the
-   new ``N_p``, log bytes and batch-id record, and drops prunable snapshot entries (``topics.snapshots``).
+   new ``N_p``, log bytes and batch-id record, and drops the snapshot entries outside the raw snapshot window
+   (``topics.window``).
 
 A lost race (``main`` moved) discards this attempt's metadata files and goes back to step 1, up to
 ``max_attempts``, then fails with "append conflict" having written nothing. A commit whose outcome cannot be
@@ -51,9 +52,10 @@ from compactor.topics.batch_ids import BatchEntry, BatchIdRecord
 from compactor.topics.partitioner import murmur2
 from compactor.topics.plan import mirror_error
 from compactor.topics.settings import TopicSettings
-from compactor.topics.snapshots import KEEP_SNAPSHOTS, build_append, prunable
+from compactor.topics.snapshots import build_append
 from compactor.topics.state import encode_offsets, read_offsets
 from compactor.topics.topic import Topic
+from compactor.topics.window import SnapshotWindow
 
 MAX_BATCH_ID_LENGTH = 256
 DEFAULT_ATTEMPTS = 60
@@ -219,7 +221,7 @@ def _attempt(topic: Topic, staged: Staged, attempt: int, *, now_ms: int, batch_i
         new_record, segment_files = record.with_entry(table, entry, now_ms, window_ms)
         written.extend(segment_files)
         updates_props[props.BATCH_IDS_PROPERTY] = new_record.to_property()
-    dropped = prunable(table.metadata, max(KEEP_SNAPSHOTS, settings.expire_min_snapshots_to_keep))
+    dropped = SnapshotWindow.of(settings).prunable(table.metadata)
     updates: list[TableUpdate] = [
         AddSnapshotUpdate(snapshot=built.snapshot),
         SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id,

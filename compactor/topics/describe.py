@@ -20,6 +20,7 @@ class ErasureBound(JsonResult):
     snapshot_expiry_ms: int
     cursor_retain_ms: int
     max_compaction_lag_ms: int
+    raw_snapshot_window_ms: int
     bound_ms: int | None
     text: str
 
@@ -64,14 +65,18 @@ class TopicDescription(JsonResult):
 def erasure_bound(settings: TopicSettings) -> ErasureBound:
     """The erasure bound of a topic with ``settings`` (``bound_ms`` is None when retention is unlimited)."""
     parts = {"retention_ms": settings.retention_ms, "snapshot_expiry_ms": settings.expire_max_snapshot_age_ms,
-             "cursor_retain_ms": settings.cursor_retain_ms, "max_compaction_lag_ms": settings.max_compaction_lag_ms}
+             "cursor_retain_ms": settings.cursor_retain_ms, "max_compaction_lag_ms": settings.max_compaction_lag_ms,
+             "raw_snapshot_window_ms": settings.raw_snapshot_window_ms}
     if settings.retention_ms < 0:
         return ErasureBound(**parts, bound_ms=None,
                             text="unbounded: retention.ms is -1, so the raw log keeps every value")
-    total = settings.retention_ms + settings.expire_max_snapshot_age_ms + settings.cursor_retain_ms
+    # expiry spares a raw snapshot for the reader lease and for the raw snapshot window, whichever is longer
+    total = (settings.retention_ms + settings.expire_max_snapshot_age_ms
+             + max(settings.cursor_retain_ms, settings.raw_snapshot_window_ms))
     return ErasureBound(**parts, bound_ms=total, text=(
-        f"a superseded or deleted value is physically gone at most {total} ms after the compaction "
-        "horizon passes it (retention.ms + history.expire.max-snapshot-age-ms + compaction.cursor.retain-ms), "
+        f"a superseded or deleted value is physically gone at most {total} ms after the compaction horizon "
+        "passes it (retention.ms + history.expire.max-snapshot-age-ms + the longer of compaction.cursor.retain-ms "
+        "and raw.snapshot.window.ms), "
         "plus the time until a run passes it (due within max.compaction.lag.ms when the cleaner runs)"))
 
 

@@ -113,6 +113,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("history.expire.min-snapshots-to-keep", "expire_min_snapshots_to_keep", "1", _long(1),
                 "Iceberg keeps at least this many snapshots of each table",
                 property_name="history.expire.min-snapshots-to-keep"),
+    SettingSpec("raw.snapshot.window.ms", "raw_snapshot_window_ms", "3600000", _long(0),
+                "a raw snapshot stays readable by Iceberg's own readers (streaming, VERSION AS OF) while it was "
+                "current within this long, capped by raw.snapshot.window.count"),
+    SettingSpec("raw.snapshot.window.count", "raw_snapshot_window_count", "1000", _long(0, 100_000),
+                "at most this many raw snapshots before the current one stay readable by Iceberg's own readers"),
 )
 SPECS_BY_NAME: dict[str, SettingSpec] = {spec.name: spec for spec in SETTINGS}
 SPECS_BY_PROPERTY: dict[str, SettingSpec] = {spec.stored_as: spec for spec in SETTINGS}
@@ -136,6 +141,8 @@ class TopicSettings:
     orphan_min_age_ms: int
     expire_max_snapshot_age_ms: int
     expire_min_snapshots_to_keep: int
+    raw_snapshot_window_ms: int
+    raw_snapshot_window_count: int
 
     @property
     def compacts(self) -> bool:

@@ -9,11 +9,12 @@ Three things would otherwise grow with every commit (measured in ``bench/produce
   manifests per tier, so O(log files) manifests, and each data file is rewritten O(log files) times in all.
 * **Snapshot entries.** Table metadata holds every retained snapshot, and each commit reads, copies and
   writes all of it. An append therefore also removes the metadata entries of older raw append snapshots
-  (``prunable``): all but the newest ``KEEP_SNAPSHOTS`` of ``main``'s history, never a ref's head, never a
-  non-append snapshot (a retention delete) nor its parent. Every data file of a removed entry is still
-  referenced by the next snapshot (appends only add files), and the parent of each retention delete keeps the
-  files that delete removed until expiry's lease rule (measured from the delete's own clock) lets them go, so
-  no open reader loses a file (readers plan their files at open; see ``readers.reader``).
+  outside the topic's raw snapshot window (``topics.window``: ``raw.snapshot.window.ms`` capped by
+  ``raw.snapshot.window.count``), so a commit's cost grows with the window, never with the topic's age. Every
+  data file of a removed entry is still referenced by the next snapshot (appends only add files), and the
+  parent of each retention delete keeps the files that delete removed until expiry's lease rule (measured from
+  the delete's own clock) lets them go, so no open reader loses a file (readers plan their files at open; see
+  ``readers.reader``).
 * **Summaries.** Only the totals Iceberg needs and the product's few keys are written; no per-partition
   summaries, no batch plan (that lives in the batch-id record, ``topics.batch_ids``).
 """
@@ -34,13 +35,9 @@ from pyiceberg.manifest import (
     write_manifest_list,
 )
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 
-from compactor.iceberg.commits import branch_history
-
 MERGE_FACTOR = 8
-KEEP_SNAPSHOTS = 16
 
 
 @dataclass(frozen=True)
@@ -116,23 +113,4 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
     return BuiltSnapshot(snapshot, tuple(written))
 
 
-def prunable(metadata: TableMetadata, keep: int = KEEP_SNAPSHOTS) -> list[int]:
-    """Snapshot entries an append may drop from the metadata (see the module docstring)."""
-    history = branch_history(metadata)
-    if len(history) <= keep:
-        return []
-    heads = {ref.snapshot_id for ref in metadata.refs.values()}
-    def operation(snapshot: Snapshot) -> Operation | None:
-        return snapshot.summary.operation if snapshot.summary is not None else None
-
-    out = []
-    for index in range(keep, len(history)):
-        candidate, child = history[index], history[index - 1]
-        if (candidate.snapshot_id in heads or operation(candidate) != Operation.APPEND
-                or operation(child) != Operation.APPEND):
-            continue  # a ref's head, a retention delete or the snapshot before one: expiry decides
-        out.append(candidate.snapshot_id)
-    return out
-
-
-__all__ = ["KEEP_SNAPSHOTS", "MERGE_FACTOR", "BuiltSnapshot", "build_append", "choose_merge", "prunable"]
+__all__ = ["MERGE_FACTOR", "BuiltSnapshot", "build_append", "choose_merge"]
