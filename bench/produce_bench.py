@@ -49,13 +49,14 @@ KEYS = 100_000
 T0 = 1_800_000_000_000
 
 
-def records_table(count: int, seed: int) -> pa.Table:
+def records_table(count: int, seed: int, keys: int = KEYS * 4) -> pa.Table:
+    """``count`` records: keys ``user-<n>`` drawn from ``keys`` values, values of 140 random letters."""
     rng = np.random.default_rng(seed)
-    keys = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
-                                       pa.array(rng.integers(0, KEYS * 4, count).astype(str)).cast(pa.binary()), b"")
+    keys_column = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
+                                              pa.array(rng.integers(0, keys, count).astype(str)).cast(pa.binary()), b"")
     raw = rng.integers(97, 123, size=count * VALUE_BYTES, dtype=np.uint8).tobytes()
     values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(VALUE_BYTES), count, [None, pa.py_buffer(raw)])
-    return pa.table({"key": keys, "value": values.cast(pa.binary())})
+    return pa.table({"key": keys_column, "value": values.cast(pa.binary())})
 
 
 def logical_bytes(table: pa.Table) -> int:

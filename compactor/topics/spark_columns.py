@@ -44,6 +44,7 @@ def _apply(function: Any, *columns: Column) -> Column:
     from pyspark.sql.column import Column, _to_java_column, _to_seq
 
     context = SparkContext._active_spark_context
+    assert context is not None  # _compiled checked it
     return Column(function.apply(_to_seq(context, list(columns), _to_java_column)))
 
 

@@ -1,8 +1,9 @@
 """The files of a DataFrame batch, written by Spark into a private staging table (``produce_dataframe``).
 
-Each Spark partition sorts its rows locally by (topic partition, input position) (no shuffle) and numbers them;
-a literal map of per-(Spark partition, topic partition) bases turns the number into the offset, so each task
-writes, per topic partition, one file with a contiguous offset range. The files go to a staging table whose
+Each Spark task numbers its rows per topic partition as they stream by (``spark_columns.task_position``: no
+sort, no shuffle); a literal map of per-(Spark partition, topic partition) first offsets turns the number into
+the offset, and Iceberg's fanout writer writes, per topic partition, one file with a contiguous offset range in
+offset order. The files go to a staging table whose
 data path is the topic's data directory; the driver then checks them against the counting pass and hands them
 to the topic's conditional commit (``topics.append``), which rewrites them (by running the write again) if
 another producer moved ``N_p`` first. The staging table is dropped afterwards, its metadata deleted.
@@ -28,6 +29,7 @@ from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, delete_uncommitted, drop_stale_tables
 from compactor.topics.naming import TopicName
+from compactor.topics.spark_columns import task_position
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
@@ -94,22 +96,19 @@ class SparkStage:
         from pyspark.sql import functions as F
 
         identifier = self._create_staging(table)
-        offsets_of = []
-        before = np.zeros(len(self.counts), np.int64)
-        for pid in sorted({pid for pid, _ in self.cells}):
-            start_in_task = 0
-            for p in sorted(p for q, p in self.cells if q == pid):
-                n = self.cells[(pid, p)]
-                offsets_of.append((pid, p, int(base[p] + before[p]) - start_in_task - (pid << ROW_BITS)))
-                before[p] += n
-                start_in_task += n
-        # A literal map (Spark partition * P + topic partition -> base), not a join: a join makes Spark infer
-        # constraints through every projection of the murmur2 chain, which blows up its expression trees.
-        cells = F.create_map(*[F.lit(x) for pid, p, offset in offsets_of
-                               for x in (pid * len(self.counts) + p, offset)])
-        numbered = (self.frame.sortWithinPartitions("_p", "_row")
-                    .withColumn("_i", F.monotonically_increasing_id()))
-        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * len(self.counts) + F.col("_p"))
+        partitions = len(self.counts)
+        starts = []  # (Spark partition * P + topic partition, the offset of that cell's first row)
+        before = np.zeros(partitions, np.int64)
+        for pid, p in sorted(self.cells):
+            starts.append((pid * partitions + p, int(base[p] + before[p])))
+            before[p] += self.cells[(pid, p)]
+        # A literal map, not a join: a join makes Spark infer constraints through every projection of the
+        # prepared columns, which blows up its expression trees.
+        cells = F.create_map(*[F.lit(x) for cell, start in starts for x in (cell, start)])
+        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * partitions + F.col("_p"))
+        # no sort: the row's position among its task's rows of the same topic partition, counted as the rows
+        # stream by (compiled, non-deterministic: evaluated once per row), and the fanout writer
+        numbered = self.frame.withColumn("_i", task_position(F.col("_p")))
         out = numbered.select(
             F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
             F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
@@ -132,7 +131,7 @@ class SparkStage:
             self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
                                            partition_spec=ts.TOPIC_PARTITION_SPEC,
                                            properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
-                                                       "write.spark.fanout.enabled": "false",
+                                                       "write.spark.fanout.enabled": "true",
                                                        # Spark's writer has no row limit per row group: keep
                                                        # them small enough for compaction to split files
                                                        "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
