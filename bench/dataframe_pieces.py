@@ -29,27 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from bench.produce_bench import records_table
+from bench.produce_bench import write_parquet
 from compactor.lake import Lake
 from compactor.spark.session import get_or_create_session
 from compactor.topics.dataframe import _count, _prepare, produce_dataframe
 from compactor.topics.spark_columns import murmur2_partition, task_position
 
 NOW_MS = 1_700_000_000_000
-CHUNK = 1_000_000
-
-
-def write_input(path: Path, records: int, keys: int) -> None:
-    """``records`` rows in one Parquet file, generated a million at a time."""
-    writer = None
-    for start in range(0, records, CHUNK):
-        table = records_table(min(CHUNK, records - start), seed=start + 1, keys=keys)
-        writer = writer or pq.ParquetWriter(path, table.schema)
-        writer.write_table(table)
-    if writer is not None:
-        writer.close()
 
 
 def stage_times(log_dir: Path, windows: list[tuple[float, float]]) -> list[dict[str, Any]]:
@@ -86,7 +72,7 @@ def run_size(lake: Lake, work: Path, records: int, keys: int, repeats: int) -> d
     from pyspark.sql import functions as F
 
     path = work / f"input-{records}.parquet"
-    write_input(path, records, keys)
+    write_parquet(path, records, keys)
     df = spark.read.parquet(str(path))
     catalog = lake.config.catalog_name
     made = [0]
