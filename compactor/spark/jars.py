@@ -7,7 +7,6 @@ import hashlib
 import os
 import sys
 import zipfile
-from functools import cache
 from pathlib import Path
 
 from compactor.errors import MissingJarsError
@@ -76,7 +75,6 @@ def jar_source_hash(jar: Path) -> str | None:
     return None
 
 
-@cache
 def check_udf_jar(jar: Path, source_dir: Path = UDF_SOURCES) -> None:
     """Refuse a ``compactor-udf.jar`` built from other sources than these (a set-up not re-run after a change):
     its functions could disagree with this code. Without installed sources there is nothing to compare."""
