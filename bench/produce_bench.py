@@ -28,6 +28,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -92,6 +93,12 @@ def write_jsonl(table: pa.Table, path: Path) -> None:
 _PEAK = ("import resource, subprocess, sys\n"
          "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
          "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if code == 0 else -code)")
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
@@ -169,23 +176,23 @@ class Bench:
     def cli_env(self) -> dict[str, str]:
         return {**os.environ, "COMPACTOR_WAREHOUSE": str(self.workdir / "warehouse"), "PYTHONPATH": os.getcwd()}
 
-    def start_up(self) -> float:
-        """Wall time of ``compactor --help``: the interpreter and the command line's imports."""
-        started = time.perf_counter()
+    def start_up(self) -> tuple[float, float]:
+        """Wall and CPU time of ``compactor --help``: the interpreter and the command line's imports."""
+        started, cpu = time.perf_counter(), children_cpu()
         subprocess.run([sys.executable, "-m", "compactor.cli.main", "--help"], env=self.cli_env(), check=True,
                        stdout=subprocess.DEVNULL)
-        return time.perf_counter() - started
+        return time.perf_counter() - started, children_cpu() - cpu
 
-    def parquet_cli(self, path: Path, table: pa.Table, plain_first: bool) -> tuple[float, float]:
-        """One pair: ``compactor produce --format parquet`` (wall time, start-up included) and pyiceberg's plain
-        append of the same records as an in-memory table (order alternated by the caller)."""
+    def parquet_cli(self, path: Path, table: pa.Table, plain_first: bool) -> dict[str, float]:
+        """One pair: ``compactor produce --format parquet`` (wall and CPU time, start-up included) and pyiceberg's
+        plain append of the same records as an in-memory table (order alternated by the caller)."""
         name = self.topic_name()
         plain = self.plain_table()
         columns = table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())]))
         timings: dict[str, float] = {}
         for which in (("plain", "product") if plain_first else ("product", "plain")):
             gc.collect()
-            started = time.perf_counter()
+            started, cpu, child_cpu = time.perf_counter(), time.process_time(), children_cpu()
             if which == "product":
                 subprocess.run([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
                                 "--file", str(path), "--format", "parquet"], env=self.cli_env(), check=True,
@@ -193,7 +200,9 @@ class Bench:
             else:
                 plain.append(columns)
             timings[which] = time.perf_counter() - started
-        return timings["product"], timings["plain"]
+            timings[f"{which}_cpu"] = (children_cpu() - child_cpu) if which == "product" else \
+                time.process_time() - cpu
+        return timings
 
     def json_cli(self, path: Path) -> tuple[float, int]:
         """Wall time and peak RSS (KiB) of one ``compactor produce`` subprocess."""
@@ -299,20 +308,25 @@ class Bench:
             f"{a.records}_records": round(statistics.median(memory["large"]) / 1024)}
         if a.cli_pairs:
             self.parquet_cli(parquet, table, False)  # warm-up: the page cache and the first subprocess
-            product_cli, plain_cli, start_ups = [], [], []
+            pairs, start_ups = [], []
             for rep in range(a.cli_pairs):
                 start_ups.append(self.start_up())
-                product, plain = self.parquet_cli(parquet, table, plain_first=rep % 2 == 1)
-                product_cli.append(product)
-                plain_cli.append(plain)
-                self.log(f"pair {rep + 1}: parquet cli {product:.2f}s (start-up {start_ups[-1]:.2f}s) vs plain "
-                         f"{plain:.2f}s")
-            start_up = statistics.median(start_ups)
-            net = [max(p - start_up, 1e-3) for p in product_cli]
-            results["parquet_cli"] = {**rate(net), "with_start_up": rate(product_cli),
-                                      "start_up": summarise(start_ups), "plain": rate(plain_cli),
-                                      "ratio_plain_over_product": summarise(
-                                          [p / q for p, q in zip(plain_cli, net, strict=True)])}
+                pairs.append(self.parquet_cli(parquet, table, plain_first=rep % 2 == 1))
+                self.log(f"pair {rep + 1}: parquet cli {pairs[-1]['product']:.2f}s (start-up {start_ups[-1][0]:.2f}s) "
+                         f"vs plain {pairs[-1]['plain']:.2f}s")
+            start_up = statistics.median(w for w, _ in start_ups)
+            start_up_cpu = statistics.median(c for _, c in start_ups)
+            net = [max(p["product"] - start_up, 1e-3) for p in pairs]
+            net_cpu = [max(p["product_cpu"] - start_up_cpu, 1e-3) for p in pairs]
+            plain_cli = [p["plain"] for p in pairs]
+            results["parquet_cli"] = {
+                **rate(net), "with_start_up": rate([p["product"] for p in pairs]),
+                "start_up": summarise([w for w, _ in start_ups]), "plain": rate(plain_cli),
+                "ratio_plain_over_product": summarise([p / q for p, q in zip(plain_cli, net, strict=True)]),
+                "cpu_s": {"product_less_start_up": summarise(net_cpu), "start_up": summarise([c for _, c in start_ups]),
+                          "plain": summarise([p["plain_cpu"] for p in pairs]),
+                          "ratio_plain_over_product": summarise([p["plain_cpu"] / q for p, q in zip(pairs, net_cpu,
+                                                                                                     strict=True)])}}
         if not a.skip_spark:
             results["dataframe"] = {}
             for size in a.dataframe_records or [a.records]:
