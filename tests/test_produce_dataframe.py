@@ -71,6 +71,16 @@ def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
         assert vectorised == [expected[k] for k in keys]
 
 
+def test_kafka_partition_in_spark_sql(spark: SparkSession) -> None:
+    from compactor.topics.spark_columns import register_functions
+
+    register_functions(spark)
+    keys = [b"21", b"", b"\xff\xfe\x00", b"user-17"]
+    spark.createDataFrame([(k,) for k in keys], "key binary").createOrReplaceTempView("issue22_keys")
+    got = spark.sql("SELECT key, kafka_partition(key, 7) AS p FROM issue22_keys").collect()
+    assert {bytes(r["key"]): r["p"] for r in got} == {k: partition_for_key(k, 7) for k in keys}
+
+
 def test_a_session_without_the_compiled_functions_is_an_error(spark: SparkSession,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from compactor.errors import MissingJarsError

@@ -15,13 +15,13 @@ from compactor.errors import MissingJarsError
 from compactor.spark.jars import UDF_JAR
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, SparkSession
 
 PACKAGE = "compactor.udf"
 
 
-def _compiled(factory: str) -> Any:
-    """The JVM ``UserDefinedFunction`` that ``compactor.udf.Functions.<factory>()`` builds, on the active context."""
+def _functions() -> Any:
+    """The JVM class ``compactor.udf.Functions`` on the active context (an error naming the set-up without it)."""
     from py4j.java_gateway import JavaClass
     from pyspark import SparkContext
 
@@ -36,7 +36,12 @@ def _compiled(factory: str) -> Any:
                                "classpath. Run infra/setup.sh (it builds the jar with javac), then start the "
                                "session again; under spark-submit, pass the jar with --jars (python -m "
                                "compactor.deploy prints the command)")
-    return getattr(found, factory)()
+    return found
+
+
+def _compiled(factory: str) -> Any:
+    """The JVM ``UserDefinedFunction`` that ``compactor.udf.Functions.<factory>()`` builds."""
+    return getattr(_functions(), factory)()
 
 
 def _apply(function: Any, *columns: Column) -> Column:
@@ -63,8 +68,14 @@ def task_position(topic_partition: Column) -> Column:
     return _apply(_compiled("taskPosition"), topic_partition)
 
 
+def register_functions(session: SparkSession) -> None:
+    """Register ``kafka_partition(key binary, partitions int)`` for Spark SQL in ``session`` (the same compiled
+    function: ``SELECT kafka_partition(key, 4) FROM ...``)."""
+    _functions().register(session._jsparkSession)
+
+
 def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "task_position"]
+__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_position"]
