@@ -49,8 +49,9 @@ from compactor.topics.records import (
     timestamp_out_of_range,
 )
 from compactor.topics.spark_columns import headers_type, murmur2_partition
-from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage
+from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
 from compactor.topics.topic import Topic
+from compactor.topics.workers import pool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -161,14 +162,23 @@ def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batc
                                     settings.producer_id_expiration_ms)
     rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
     frame = _prepare(df, partitions, rr_start)
-    counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
-    if int(counted.counts.sum()) == 0:
-        return BatchSummary(batch_id, 0, False, None, 0)
-    if replaying is not None:
+    # the staging table is created meanwhile (a catalog round trip the batch would otherwise wait for)
+    prepared = pool().submit(create_staging, lake, target, table) if replaying is None else None
+    try:
+        counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
+    except BaseException:
+        if prepared is not None:
+            discard_prepared(lake, prepared)
+        raise
+    if int(counted.counts.sum()) == 0 or replaying is not None:
+        if prepared is not None:
+            discard_prepared(lake, prepared)
+        if replaying is None:
+            return BatchSummary(batch_id, 0, False, None, 0)
         entry_base, entry_counts = replaying.arrays(partitions)
         same_batch(counted.counts, entry_counts)
         return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
-    stage = SparkStage(lake, target, frame, counted, rr_start, now)
+    stage = SparkStage(lake, target, frame, counted, rr_start, now, prepared=prepared)
     started = time.monotonic()
     try:
         committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,

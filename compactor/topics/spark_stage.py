@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,7 +68,7 @@ class SparkStage:
     """The ``Staged`` protocol over files written by Spark into a staging table (see the module docstring)."""
 
     def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
-                 now_ms: int) -> None:
+                 now_ms: int, prepared: Future[tuple[str, str]] | None = None) -> None:
         self.lake = lake
         self.topic = topic
         self.frame = frame
@@ -79,6 +80,7 @@ class SparkStage:
         self._base: np.ndarray | None = None
         self._files: list[DataFile] = []
         self._staging: list[tuple[str, str]] = []  # (identifier, location) of staging tables to drop
+        self._prepared = prepared  # a staging table created while the counting pass ran (``create_staging``)
 
     def staged_base(self) -> np.ndarray:
         return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
@@ -95,7 +97,7 @@ class SparkStage:
     def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
         from pyspark.sql import functions as F
 
-        identifier = self._create_staging(table)
+        identifier = self._take_prepared() or self._create_staging(table)
         partitions = len(self.counts)
         starts = []  # (Spark partition * P + topic partition, the offset of that cell's first row)
         before = np.zeros(partitions, np.int64)
@@ -123,18 +125,19 @@ class SparkStage:
         return files
 
     def _create_staging(self, table: Table) -> str:
-        name = f"{self.topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
-        identifier = ".".join((*self.topic.name.namespace, name))
-        location = f"{self.lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}"
-        data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
-        with translate_storage_errors(f"creating a staging table for {self.topic.name}"):
-            self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
-                                           partition_spec=ts.TOPIC_PARTITION_SPEC,
-                                           properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
-                                                       "write.spark.fanout.enabled": "true",
-                                                       # Spark's writer has no row limit per row group: keep
-                                                       # them small enough for compaction to split files
-                                                       "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
+        identifier, location = create_staging(self.lake, self.topic, table)
+        self._staging.append((identifier, location))
+        return identifier
+
+    def _take_prepared(self) -> str | None:
+        """The staging table created in advance (once; ``None`` if there is none or its creation failed)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        try:
+            identifier, location = prepared.result()
+        except Exception:  # created again on the caller's thread, where its error is reported
+            return None
         self._staging.append((identifier, location))
         return identifier
 
@@ -170,12 +173,43 @@ class SparkStage:
         self.drop_staging()
 
     def drop_staging(self) -> None:
+        self._take_prepared()
         for identifier, location in self._staging:
-            with contextlib.suppress(Exception):
-                self.lake.catalog.drop_table(identifier)
-            with contextlib.suppress(Exception):
-                delete_prefix(self.lake.config, location)
+            drop_staging_table(self.lake, identifier, location)
         self._staging = []
+
+
+def create_staging(lake: LakeLike, topic: Topic, table: Table) -> tuple[str, str]:
+    """Create a private staging table for one DataFrame batch of ``topic`` (its data path is the topic's):
+    ``(identifier, location)``. Callable from another thread while Spark counts the batch."""
+    name = f"{topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
+    identifier = ".".join((*topic.name.namespace, name))
+    location = f"{lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}"
+    data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
+    with translate_storage_errors(f"creating a staging table for {topic.name}"):
+        lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
+                                  partition_spec=ts.TOPIC_PARTITION_SPEC,
+                                  properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
+                                              # rows arrive unsorted: one open file per topic partition
+                                              "write.spark.fanout.enabled": "true",
+                                              # Spark's writer has no row limit per row group: keep them small
+                                              # enough for compaction to split files
+                                              "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
+    return identifier, location
+
+
+def drop_staging_table(lake: LakeLike, identifier: str, location: str) -> None:
+    """Drop one staging table and delete its metadata (best effort: retention drops what is left behind)."""
+    with contextlib.suppress(Exception):
+        lake.catalog.drop_table(identifier)
+    with contextlib.suppress(Exception):
+        delete_prefix(lake.config, location)
+
+
+def discard_prepared(lake: LakeLike, prepared: Future[tuple[str, str]]) -> None:
+    """Drop a staging table created in advance for a batch that will not be written."""
+    with contextlib.suppress(Exception):
+        drop_staging_table(lake, *prepared.result())
 
 
 def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
@@ -197,4 +231,13 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
                              dry_run=dry_run)
 
 
-__all__ = ["ROW_BITS", "Counts", "LakeLike", "SparkStage", "drop_stale_staging"]
+__all__ = [
+    "ROW_BITS",
+    "Counts",
+    "LakeLike",
+    "SparkStage",
+    "create_staging",
+    "discard_prepared",
+    "drop_staging_table",
+    "drop_stale_staging",
+]
