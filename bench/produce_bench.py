@@ -6,10 +6,14 @@ rows to a plain Iceberg table by the same engine, CLI memory, and the cost of on
 
 Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
   json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
+  parquet_cli   ``compactor produce --format parquet`` of the same records in a Parquet file, a subprocess, less
+                its start-up (``compactor --help``: the interpreter and the command line's imports, median of
+                the run)                                             vs pyiceberg ``append`` of the same table
   arrow_api     ``produce_arrow`` of an Arrow table                  vs pyiceberg ``append`` of the same table
                 (``--pairs`` pairs, the order alternated, garbage collected before each)
   buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
   dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
+                (at each ``--dataframe-records`` size, ``--dataframe-pairs`` pairs, the order alternated)
   cli_memory    peak RSS of ``compactor produce`` for two file sizes (it must not grow with the file)
   commit_cost   one one-record commit (with a batch id) at commit 1, 100, 1,000, 2,000 and 4,000 of one topic's
                 life, one simulated second apart (median of the 11 commits around each point); with the raw
@@ -25,6 +29,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,13 +55,25 @@ KEYS = 100_000
 T0 = 1_800_000_000_000
 
 
-def records_table(count: int, seed: int) -> pa.Table:
+def records_table(count: int, seed: int, keys: int = KEYS * 4) -> pa.Table:
+    """``count`` records: keys ``user-<n>`` drawn from ``keys`` values, values of 140 random letters."""
     rng = np.random.default_rng(seed)
-    keys = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
-                                       pa.array(rng.integers(0, KEYS * 4, count).astype(str)).cast(pa.binary()), b"")
+    keys_column = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
+                                              pa.array(rng.integers(0, keys, count).astype(str)).cast(pa.binary()), b"")
     raw = rng.integers(97, 123, size=count * VALUE_BYTES, dtype=np.uint8).tobytes()
     values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(VALUE_BYTES), count, [None, pa.py_buffer(raw)])
-    return pa.table({"key": keys, "value": values.cast(pa.binary())})
+    return pa.table({"key": keys_column, "value": values.cast(pa.binary())})
+
+
+def write_parquet(path: Path, records: int, keys: int, chunk: int = 1_000_000) -> None:
+    """``records`` rows of ``records_table`` in one Parquet file, generated ``chunk`` rows at a time."""
+    writer = None
+    for start in range(0, records, chunk):
+        table = records_table(min(chunk, records - start), seed=start + 1, keys=keys)
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table)
+    if writer is not None:
+        writer.close()
 
 
 def logical_bytes(table: pa.Table) -> int:
@@ -77,6 +94,12 @@ def write_jsonl(table: pa.Table, path: Path) -> None:
 _PEAK = ("import resource, subprocess, sys\n"
          "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
          "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if code == 0 else -code)")
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
@@ -151,13 +174,43 @@ class Bench:
         assert sum(self.lake.topic(topic.name).offsets().next_offsets) == len(keys)
         return elapsed
 
+    def cli_env(self) -> dict[str, str]:
+        return {**os.environ, "COMPACTOR_WAREHOUSE": str(self.workdir / "warehouse"), "PYTHONPATH": os.getcwd()}
+
+    def start_up(self) -> tuple[float, float]:
+        """Wall and CPU time of ``compactor --help``: the interpreter and the command line's imports."""
+        started, cpu = time.perf_counter(), children_cpu()
+        subprocess.run([sys.executable, "-m", "compactor.cli.main", "--help"], env=self.cli_env(), check=True,
+                       stdout=subprocess.DEVNULL)
+        return time.perf_counter() - started, children_cpu() - cpu
+
+    def parquet_cli(self, path: Path, table: pa.Table, plain_first: bool) -> dict[str, float]:
+        """One pair: ``compactor produce --format parquet`` (wall and CPU time, start-up included) and pyiceberg's
+        plain append of the same records as an in-memory table (order alternated by the caller)."""
+        name = self.topic_name()
+        plain = self.plain_table()
+        columns = table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())]))
+        timings: dict[str, float] = {}
+        for which in (("plain", "product") if plain_first else ("product", "plain")):
+            gc.collect()
+            started, cpu, child_cpu = time.perf_counter(), time.process_time(), children_cpu()
+            if which == "product":
+                subprocess.run([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
+                                "--file", str(path), "--format", "parquet"], env=self.cli_env(), check=True,
+                               stdout=subprocess.DEVNULL)
+            else:
+                plain.append(columns)
+            timings[which] = time.perf_counter() - started
+            timings[f"{which}_cpu"] = (children_cpu() - child_cpu) if which == "product" else \
+                time.process_time() - cpu
+        return timings
+
     def json_cli(self, path: Path) -> tuple[float, int]:
         """Wall time and peak RSS (KiB) of one ``compactor produce`` subprocess."""
         name = self.topic_name()
-        env = {**os.environ, "COMPACTOR_WAREHOUSE": str(self.workdir / "warehouse"), "PYTHONPATH": os.getcwd()}
         started = time.perf_counter()
         peak = peak_rss_kib([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
-                             "--file", str(path)], env)
+                             "--file", str(path)], self.cli_env())
         return time.perf_counter() - started, peak
 
     def commit_cost(self, commits: int) -> dict[str, Any]:
@@ -206,7 +259,7 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         a = self.args
-        table = records_table(a.records, 1)
+        table = records_table(a.records, 1, a.keys)
         mb = logical_bytes(table) / 1e6
         results: dict[str, Any] = {"records": a.records, "partitions": a.partitions, "logical_mb": round(mb, 1)}
         jsonl = self.workdir / "records.jsonl"
@@ -254,17 +307,44 @@ class Bench:
         results["cli_memory_mib"] = {
             f"{a.records // 5}_records": round(statistics.median(memory["small"]) / 1024),
             f"{a.records}_records": round(statistics.median(memory["large"]) / 1024)}
+        if a.cli_pairs:
+            self.parquet_cli(parquet, table, False)  # warm-up: the page cache and the first subprocess
+            pairs, start_ups = [], []
+            for rep in range(a.cli_pairs):
+                start_ups.append(self.start_up())
+                pairs.append(self.parquet_cli(parquet, table, plain_first=rep % 2 == 1))
+                self.log(f"pair {rep + 1}: parquet cli {pairs[-1]['product']:.2f}s (start-up {start_ups[-1][0]:.2f}s) "
+                         f"vs plain {pairs[-1]['plain']:.2f}s")
+            start_up = statistics.median(w for w, _ in start_ups)
+            start_up_cpu = statistics.median(c for _, c in start_ups)
+            net = [max(p["product"] - start_up, 1e-3) for p in pairs]
+            net_cpu = [max(p["product_cpu"] - start_up_cpu, 1e-3) for p in pairs]
+            plain_cli = [p["plain"] for p in pairs]
+            results["parquet_cli"] = {
+                **rate(net), "with_start_up": rate([p["product"] for p in pairs]),
+                "start_up": summarise([w for w, _ in start_ups]), "plain": rate(plain_cli),
+                "ratio_plain_over_product": summarise([p / q for p, q in zip(plain_cli, net, strict=True)]),
+                "cpu_s": {"product_less_start_up": summarise(net_cpu), "start_up": summarise([c for _, c in start_ups]),
+                          "plain": summarise([p["plain_cpu"] for p in pairs]),
+                          "ratio_plain_over_product": summarise([p["plain_cpu"] / q for p, q in zip(pairs, net_cpu,
+                                                                                                     strict=True)])}}
         if not a.skip_spark:
-            self.dataframe(parquet, False)  # warm-up: JIT and the session's first Iceberg write
-            for rep in range(a.repeats):
-                product, plain = self.dataframe(parquet, plain_first=rep % 2 == 1)
-                figures["dataframe"].append(product)
-                figures["dataframe_plain"].append(plain)
-                self.log(f"rep {rep + 1}: dataframe {product:.2f}s vs plain {plain:.2f}s")
-            results["dataframe"] = {**rate(figures["dataframe"]), "plain": rate(figures["dataframe_plain"]),
-                                    "ratio_plain_over_product": summarise(
-                                        [p / q for p, q in zip(figures["dataframe_plain"], figures["dataframe"],
-                                                               strict=True)])}
+            results["dataframe"] = {}
+            for size in a.dataframe_records or [a.records]:
+                path = self.workdir / f"dataframe-{size}.parquet"
+                write_parquet(path, size, a.keys)
+                self.dataframe(path, False)  # warm-up: JIT and the session's first Iceberg write at this size
+                product_df, plain_df = [], []
+                for rep in range(a.dataframe_pairs or a.repeats):
+                    product, plain = self.dataframe(path, plain_first=rep % 2 == 1)
+                    product_df.append(product)
+                    plain_df.append(plain)
+                    self.log(f"{size} rows, pair {rep + 1}: dataframe {product:.2f}s vs plain {plain:.2f}s")
+                size_mb = mb * size / a.records
+                results["dataframe"][str(size)] = {
+                    **rate(product_df, size, size_mb), "plain": rate(plain_df, size, size_mb),
+                    "ratio_plain_over_product": summarise([p / q for p, q in zip(plain_df, product_df, strict=True)])}
+                path.unlink()
         self.log(f"commit cost over {a.commits} commits")
         results["commit_cost_ms"] = self.commit_cost(a.commits)
         return results
@@ -278,6 +358,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=7, help="Arrow API / plain append pairs (cheap; noisy)")
     parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--keys", type=int, default=KEYS * 4, help="distinct keys")
+    parser.add_argument("--cli-pairs", type=int, default=5, help="Parquet command line / plain append pairs")
+    parser.add_argument("--dataframe-records", type=int, nargs="+", help="DataFrame sizes (default: --records)")
+    parser.add_argument("--dataframe-pairs", type=int, help="DataFrame / plain append pairs (default: --repeats)")
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--workdir", default="bench/data/produce")
     parser.add_argument("--out", default="bench/results/produce.json")

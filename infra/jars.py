@@ -6,6 +6,9 @@ What and why (see ../shared/STACK.md in the team's notes, summarised in README.m
   ``snowpark-connect-deps-iceberg==1.0.3``. That copy had its relocated Jackson classes stripped, so we
 * rebuild them as ``iceberg-shaded-jackson-2.15.2.jar``: the Jackson 2.15.2 jars that PySpark ships, merged
   and relocated to ``org.apache.iceberg.shaded.com.fasterxml.jackson`` with Debian's jarjar.
+* ``compactor-udf.jar``: the project's compiled Spark functions (Kafka's murmur2 partitioner), built with
+  ``javac`` from ``compactor/spark/java`` against PySpark's jars, rebuilt only when the sources change
+  (``infra/udf_jar.py``).
 * with ``--s3``: ``hadoop-aws-3.3.1.jar`` and ``aws-java-sdk-bundle-1.11.901.jar`` from the PyPI sdist
   ``sagemaker-pyspark==1.4.5``.
 
@@ -25,6 +28,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from udf_jar import ensure_udf_jar  # infra/, next to this script
+
+ROOT = Path(__file__).resolve().parent.parent
 ICEBERG_WHEEL = "snowpark-connect-deps-iceberg==1.0.3"
 ICEBERG_WHEEL_FILE = "snowpark_connect_deps_iceberg-1.0.3-py3-none-any.whl"
 ICEBERG_WHEEL_SHA256 = "4f280e3677ab8d3a89f16647fc392ab2a3d48369f0c48873fe07bc1e74e06ffc"
@@ -176,10 +182,13 @@ def main() -> None:
     parser.add_argument("--dest", type=Path, required=True, help="directory that receives the jars")
     parser.add_argument("--cache", type=Path, required=True, help="download cache directory")
     parser.add_argument("--s3", action="store_true", help="also install the S3A jars")
+    parser.add_argument("--java-src", type=Path, default=ROOT / "compactor" / "spark" / "java",
+                        help="the compiled Spark functions' Java sources")
     args = parser.parse_args()
     args.dest.mkdir(parents=True, exist_ok=True)
     ensure_iceberg_runtime(args.dest, args.cache)
     ensure_shaded_jackson(args.dest)
+    ensure_udf_jar(args.dest, args.java_src, pyspark_jars_dir())
     if args.s3:
         ensure_s3_jars(args.dest, args.cache)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the project needs on a fresh machine that has Python 3.11 and Java 17:
 # Debian's JDBC/jar tools, a virtual environment with pinned packages, and the Spark jars
-# (Iceberg runtime, relocated Jackson, optionally S3A) extracted from PyPI artifacts.
+# (Iceberg runtime, relocated Jackson, optionally S3A) extracted from PyPI artifacts, and the project's
+# compiled Spark functions (javac; Debian's openjdk-17-jdk-headless if the JDK is missing).
 #
 # Usage: infra/setup.sh [--s3]
 #   --s3   also fetch the S3A jars (hadoop-aws, aws-java-sdk-bundle; ~190 MB), needed for s3:// warehouses.
@@ -16,7 +17,7 @@ WITH_S3=0
 for arg in "$@"; do
   case "$arg" in
     --s3) WITH_S3=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "setup: unknown argument '$arg' (expected --s3)" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +54,10 @@ missing=()
 for i in "${!DEB_FILES[@]}"; do
   [ -e "${DEB_FILES[$i]}" ] || missing+=("${DEB_PKGS[$i]}")
 done
+# the JDK's javac and jar build the project's compiled Spark functions (infra/udf_jar.py)
+if ! { [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/javac" ]; } && ! command -v javac >/dev/null 2>&1; then
+  missing+=(openjdk-17-jdk-headless)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian packages: ${missing[*]}"

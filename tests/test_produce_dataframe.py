@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -16,7 +17,7 @@ from compactor.errors import InvalidRecordError
 from compactor.lake import Lake
 from compactor.retention.run import run_retention
 from compactor.topics.dataframe import produce_dataframe
-from compactor.topics.partitioner import partition_for_key
+from compactor.topics.partitioner import partition_for_key, partitions_for_keys
 from compactor.topics.producer import produce_arrow
 from compactor.topics.spark_columns import murmur2_partition
 from readers.spark import read_topic_dataframe
@@ -66,6 +67,28 @@ def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
                for r in frame.withColumn("p", murmur2_partition(F.col("key"), partitions)).collect()}
         expected: dict[bytes | None, int | None] = {k: partition_for_key(k, partitions) for k in keys}
         assert got == {**expected, None: None}
+        vectorised = partitions_for_keys(pa.array(keys, pa.binary()), partitions).tolist()  # the numpy path
+        assert vectorised == [expected[k] for k in keys]
+
+
+def test_kafka_partition_in_spark_sql(spark: SparkSession) -> None:
+    from compactor.topics.spark_columns import register_functions
+
+    register_functions(spark)
+    keys = [b"21", b"", b"\xff\xfe\x00", b"user-17"]
+    spark.createDataFrame([(k,) for k in keys], "key binary").createOrReplaceTempView("issue22_keys")
+    got = spark.sql("SELECT key, kafka_partition(key, 7) AS p FROM issue22_keys").collect()
+    assert {bytes(r["key"]): r["p"] for r in got} == {k: partition_for_key(k, 7) for k in keys}
+
+
+def test_a_session_without_the_compiled_functions_is_an_error(spark: SparkSession,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactor.errors import MissingJarsError
+    from compactor.topics import spark_columns
+
+    monkeypatch.setattr(spark_columns, "PACKAGE", "compactor.missing")  # a class the session cannot load
+    with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar is not on its classpath\. Run infra/setup\.sh"):
+        murmur2_partition(F.col("key"), 4)
 
 
 HEADERS = "headers array<struct<key:string,value:binary>>"
@@ -170,3 +193,36 @@ def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark
     assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
     assert sorted(r["value"] for r in rows(lake, "d.dead")) == sorted(f"v{i}".encode() for i in range(20))
     assert lake.list_topics() == ["d.dead"]
+
+
+def test_produce_with_the_spark_engine_from_the_command_line(spark: SparkSession, lake: Lake, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``produce --format parquet --engine spark``: Spark reads the files, one atomic batch, a summary line;
+    offsets follow the files' row order, partitions are the Python producer's."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from compactor.cli.main import main
+
+    monkeypatch.setenv("COMPACTOR_CATALOG_NAME", lake.config.catalog_name)
+    lake.create_topic("d.cli", partitions=3)
+    keys = [b"k%d" % (i % 11) for i in range(60)] + [b"", b"\xff\xfe"]
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": keys, "value": [b"v%d" % i for i in range(len(keys))]}), source)
+    warehouse = lake.config.warehouse.replace("file://", "")
+    code = main(["--warehouse", warehouse, "produce", "d.cli", "--file", str(source), "--format", "parquet",
+                 "--engine", "spark", "--batch-id", "cli-1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["records"] == len(keys) and summary["batch_id"] == "cli-1"
+    stored = rows(lake, "d.cli")
+    assert all(r["partition"] == partition_for_key(r["key"], 3) for r in stored) and len(stored) == len(keys)
+    for p in range(3):
+        in_p = [r for r in stored if r["partition"] == p]
+        assert [r["offset"] for r in in_p] == list(range(len(in_p)))
+        assert [r["value"] for r in in_p] == [b"v%d" % i for i, k in enumerate(keys) if partition_for_key(k, 3) == p]
+    assert main(["--warehouse", warehouse, "produce", "d.cli", "--file", str(source), "--format", "jsonl",
+                 "--engine", "spark"]) == 2

@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import numpy as np
@@ -24,11 +25,13 @@ import pyarrow.compute as pc
 
 from compactor.cli.common import add_now_ms, lake_of
 from compactor.errors import InputError, UsageError
+from compactor.lake import Lake
 from compactor.progress import Progress
 from compactor.topics.placements import Placements
 from compactor.topics.producer import BatchOutcome, produce_stream
 from compactor.topics.records import write_jsonl
 from compactor.topics.sources import FORMATS, read_source, split
+from compactor.topics.topic import Topic
 from readers.positions import merge_starts, parse_pairs
 from readers.reader import TopicReader
 
@@ -36,7 +39,10 @@ from readers.reader import TopicReader
 def produce(args: argparse.Namespace) -> int:
     """Stream the input into one atomic batch (or one per ``--batch-records`` rows) and print where each
     record landed (JSON Lines input) or one summary per batch (columnar input, or ``--output summary``)."""
-    topic = lake_of(args).topic(args.name)  # an unknown topic is reported before the input is read
+    lake = lake_of(args)
+    topic = lake.topic(args.name)  # an unknown topic is reported before the input is read
+    if args.engine == "spark":
+        return _produce_with_spark(args, lake, topic)
     if args.batch_records is not None and args.batch_records < 1:
         raise UsageError("--batch-records must be at least 1")
     output = args.output or ("records" if args.format == "jsonl" else "summary")
@@ -65,6 +71,25 @@ def produce(args: argparse.Namespace) -> int:
                                    duplicate=bool(outcome.committed and outcome.committed.duplicate))
     except OSError as exc:
         raise InputError(f"cannot read {source}: {exc.strerror or exc}") from None
+    return 0
+
+
+def _produce_with_spark(args: argparse.Namespace, lake: Lake, topic: Topic) -> int:
+    """``--engine spark``: Spark reads the Parquet input (a file or a directory of files) and its executors
+    write the batch (``produce_dataframe``: one atomic batch, offsets in the files' row order); prints the
+    batch's summary. Under ``spark-submit`` the input must be readable by every executor."""
+    if args.format != "parquet" or not args.file:
+        raise UsageError("--engine spark reads Parquet: give --format parquet --file PATH (a file or directory)")
+    if args.keep_offsets or args.batch_records is not None or args.output == "records":
+        raise UsageError("--engine spark takes neither --keep-offsets, --batch-records nor --output records")
+    from compactor.topics.dataframe import produce_dataframe
+
+    path = args.file if "://" in args.file else Path(args.file).resolve().as_uri()  # executors' own cwd differs
+    frame = lake.spark().read.parquet(path)
+    summary = produce_dataframe(lake, topic, frame, batch_id=args.batch_id, now_ms=args.now_ms)
+    if summary.records or summary.duplicate:
+        sys.stdout.write(json.dumps(summary.as_json()) + "\n")
+    sys.stdout.flush()
     return 0
 
 
@@ -142,6 +167,9 @@ def register(verbs: Any) -> None:
                            help="mirror: keep the offsets the input carries; they must continue each partition")
     producing.add_argument("--batch-records", type=int, metavar="N",
                            help="commit every N records as its own atomic batch (batch ids ID.0, ID.1, ...)")
+    producing.add_argument("--engine", choices=["python", "spark"], default="python",
+                           help="python (default): this process writes the batch; spark: Spark's executors read "
+                           "the Parquet input and write it (produce_dataframe), one atomic batch")
     producing.add_argument("--output", choices=["records", "summary"],
                            help="print partition/offset per record (jsonl default) or one summary per batch")
     add_now_ms(producing)

@@ -1,9 +1,12 @@
-"""Where the Spark jars are: put in place by ``infra/setup.sh`` (from PyPI artifacts; Maven is unreachable)."""
+"""Where the Spark jars are: put in place by ``infra/setup.sh`` (from PyPI artifacts; Maven is unreachable), and
+the project's own compiled Spark functions (``compactor-udf.jar``, built by the set-up from ``java/``)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import zipfile
 from pathlib import Path
 
 from compactor.errors import MissingJarsError
@@ -13,6 +16,9 @@ SHADED_JACKSON = "iceberg-shaded-jackson-2.15.2.jar"
 S3A_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
 SQLITE_JDBC = "/usr/share/java/sqlite-jdbc.jar"
 POSTGRES_JDBC = "/usr/share/java/postgresql.jar"
+UDF_JAR = "compactor-udf.jar"
+UDF_SOURCES = Path(__file__).resolve().parent / "java"
+SOURCE_HASH_ATTRIBUTE = "Compactor-Source-SHA256"
 
 
 def jars_dir() -> Path:
@@ -29,7 +35,7 @@ def required_jars(*, s3: bool, postgres: bool, directory: Path | None = None, ch
     built with ``check=False`` and the jar directory of the machine that will submit it.
     """
     base = directory or jars_dir()
-    wanted = [base / ICEBERG_RUNTIME, base / SHADED_JACKSON]
+    wanted = [base / ICEBERG_RUNTIME, base / SHADED_JACKSON, base / UDF_JAR]
     if s3:
         wanted += [base / name for name in S3A_JARS]
     wanted.append(Path(os.environ.get("COMPACTOR_JDBC_JAR", POSTGRES_JDBC if postgres else SQLITE_JDBC)))
@@ -37,4 +43,42 @@ def required_jars(*, s3: bool, postgres: bool, directory: Path | None = None, ch
     if check and missing:
         hint = "infra/setup.sh --s3" if s3 else "infra/setup.sh"
         raise MissingJarsError(f"Spark jars missing: {', '.join(missing)}. Run {hint} (or set COMPACTOR_JARS_DIR).")
+    if check:
+        check_udf_jar(base / UDF_JAR)
     return [str(p) for p in wanted]
+
+
+def udf_source_hash(source_dir: Path = UDF_SOURCES) -> str | None:
+    """SHA-256 over the ``.java`` files under ``source_dir`` (relative path and content, in path order), as
+    ``infra/udf_jar.py`` records it in the jar; ``None`` where the sources are not installed."""
+    sources = sorted(source_dir.rglob("*.java"))
+    if not sources:
+        return None
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.relative_to(source_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def jar_source_hash(jar: Path) -> str | None:
+    """The source hash in ``jar``'s manifest (``None``: no jar, or none recorded)."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            manifest = archive.read("META-INF/MANIFEST.MF").decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    for line in manifest.replace("\r\n", "\n").replace("\n ", "").splitlines():  # unfold 72-byte lines
+        name, _, value = line.partition(":")
+        if name.strip() == SOURCE_HASH_ATTRIBUTE:
+            return value.strip()
+    return None
+
+
+def check_udf_jar(jar: Path, source_dir: Path = UDF_SOURCES) -> None:
+    """Refuse a ``compactor-udf.jar`` built from other sources than these (a set-up not re-run after a change):
+    its functions could disagree with this code. Without installed sources there is nothing to compare."""
+    want = udf_source_hash(source_dir)
+    if want is not None and jar_source_hash(jar) != want:
+        raise MissingJarsError(f"{jar} was built from other sources than {source_dir}: run infra/setup.sh to "
+                               "rebuild it (or set COMPACTOR_JARS_DIR)")

@@ -2,8 +2,8 @@
 
 Columns: ``key``, ``value`` (binary or string) and optionally ``partition``, ``timestamp_ms`` (long or
 timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors runs in
-the JVM (Kafka's murmur2 included: commons-codec's MurmurHash2 for UTF-8 keys, Spark SQL for any other;
-``topics.spark_columns``): no Python runs there.
+the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``topics.spark_columns``, built by the
+set-up into ``compactor-udf.jar``); no Python runs there.
 
 **Order.** Offsets follow the DataFrame's own order: Spark partition by Spark partition, rows in order within
 each (the order ``df.collect()`` returns), so per topic partition they are dense and in that order. A keyless
@@ -14,12 +14,13 @@ evaluated twice (a narrow counting pass, then the write), so it must be determin
 from files, or ``cache()`` it; the written files are checked against the counts and a mismatch is an error
 with nothing committed.
 
-1. **Count** (one aggregation over narrow columns): rows and bytes per (Spark partition, topic partition), and
-   the first bad row of each kind (partition out of range, oversized record, timestamp out of range, null
-   header key). A bad row fails the batch before anything is written, naming its Spark partition and position.
-2. **Write** (``topics.spark_stage``): each Spark partition sorts its rows locally by (topic partition, input
-   position), numbers them and writes, per topic partition, one file with a contiguous offset range into a
-   private staging table whose data path is the topic's data directory.
+1. **Count** (one aggregation over narrow columns: the key's hash, the sizes, the checked fields; Spark reads
+   no other column): rows and bytes per (Spark partition, topic partition), and the first bad row of each kind
+   (partition out of range, oversized record, timestamp out of range, null header key). A bad row fails the
+   batch before anything is written, naming its Spark partition and position.
+2. **Write** (``topics.spark_stage``): each Spark task numbers its rows per topic partition as they stream by
+   (no sort, no shuffle) and Iceberg's fanout writer writes, per topic partition, one file with a contiguous
+   offset range into a private staging table whose data path is the topic's data directory.
 3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
    commit with the new ``N_p`` (``topics.append``), exactly like every other append. On a lost race the write
    runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
@@ -48,8 +49,9 @@ from compactor.topics.records import (
     timestamp_out_of_range,
 )
 from compactor.topics.spark_columns import headers_type, murmur2_partition
-from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage
+from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
 from compactor.topics.topic import Topic
+from compactor.topics.workers import pool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -160,14 +162,23 @@ def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batc
                                     settings.producer_id_expiration_ms)
     rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
     frame = _prepare(df, partitions, rr_start)
-    counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
-    if int(counted.counts.sum()) == 0:
-        return BatchSummary(batch_id, 0, False, None, 0)
-    if replaying is not None:
+    # the staging table is created meanwhile (a catalog round trip the batch would otherwise wait for)
+    prepared = pool().submit(create_staging, lake, target, table) if replaying is None else None
+    try:
+        counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
+    except BaseException:
+        if prepared is not None:
+            discard_prepared(lake, prepared)
+        raise
+    if int(counted.counts.sum()) == 0 or replaying is not None:
+        if prepared is not None:
+            discard_prepared(lake, prepared)
+        if replaying is None:
+            return BatchSummary(batch_id, 0, False, None, 0)
         entry_base, entry_counts = replaying.arrays(partitions)
         same_batch(counted.counts, entry_counts)
         return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
-    stage = SparkStage(lake, target, frame, counted, rr_start, now)
+    stage = SparkStage(lake, target, frame, counted, rr_start, now, prepared=prepared)
     started = time.monotonic()
     try:
         committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,

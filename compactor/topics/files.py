@@ -14,9 +14,11 @@ whatever the batch size.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import IO, Any, cast
 
 import numpy as np
@@ -129,6 +131,7 @@ class StagedFiles:
         self._target = int(table.metadata.properties.get(TARGET_FILE_BYTES_PROPERTY, DEFAULT_TARGET_FILE_BYTES))
         self._batch_uuid = uuid.uuid4().hex
         self._sequence = 0
+        self._pending: dict[int, Future[None]] = {}  # partition -> its file's write in flight
 
     def _new_file(self, partition: int) -> _PartitionFile:
         self._sequence += 1
@@ -139,6 +142,7 @@ class StagedFiles:
         return handle
 
     def _close(self, partition: int) -> None:
+        self._settle(partition)
         handle = self._open.pop(partition)
         with translate_storage_errors(f"writing a data file of {self.table.name()}"):
             self.closed.setdefault(partition, []).append(handle.close())
@@ -166,25 +170,32 @@ class StagedFiles:
     def add(self, batch: pa.RecordBatch, ranks: np.ndarray, grouping: Grouping) -> None:
         """Append one chunk of normalised rows, given each row's rank within its partition and the rows grouped
         by partition. Each partition's rows are gathered and written by a worker, the partitions side by side
-        (pyarrow releases the GIL while it copies, encodes and compresses)."""
+        (pyarrow releases the GIL while it copies, encodes and compresses), and without waiting: the caller
+        reads and plans the next chunk meanwhile. A partition's next write (or its file's close) waits for
+        its previous one, so each file's rows stay in order; ``finish`` waits for all."""
         if batch.num_rows == 0:
             return
-        work = [(self._handle(p), p, rows) for p, rows in grouping.groups()]
 
         def write(handle: _PartitionFile, partition: int, rows: np.ndarray) -> None:
             piece = batch.take(pa.array(rows)) if len(rows) < batch.num_rows else batch
             offsets = self.base[partition] + ranks[rows]
-            handle.write(file_rows(piece, np.full(len(rows), partition, np.int32), offsets, self.now_ms))
+            with translate_storage_errors(f"writing a data file of {self.table.name()}"):
+                handle.write(file_rows(piece, np.full(len(rows), partition, np.int32), offsets, self.now_ms))
 
-        with translate_storage_errors(f"writing a data file of {self.table.name()}"):
-            if len(work) == 1:
-                write(*work[0])
-                return
-            for future in [pool().submit(write, *item) for item in work]:
+        for p, rows in grouping.groups():
+            self._settle(p)
+            self._pending[p] = pool().submit(write, self._handle(p), p, rows)
+
+    def _settle(self, partition: int | None = None) -> None:
+        """Wait for the pending write of ``partition`` (of every partition: ``None``); raise its error."""
+        for p in [partition] if partition is not None else list(self._pending):
+            future = self._pending.pop(p, None)
+            if future is not None:
                 future.result()
 
     def finish(self) -> None:
         """Close every open file (the batch is complete)."""
+        self._settle()
         for partition in list(self._open):
             self._close(partition)
 
@@ -217,6 +228,10 @@ class StagedFiles:
 
     def discard(self) -> None:
         """Delete every file this batch wrote (it will not be committed)."""
+        for future in self._pending.values():
+            with contextlib.suppress(BaseException):  # the write's error, if any, was or will be reported
+                future.result()
+        self._pending.clear()
         for handle in self._open.values():
             handle.abandon()
         self._open.clear()

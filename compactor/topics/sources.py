@@ -23,7 +23,7 @@ CHUNK_ROWS = 65_536
 
 def read_parquet(path: str) -> Iterator[Chunk]:
     try:
-        handle = pq.ParquetFile(path)
+        handle = pq.ParquetFile(path, memory_map=True)  # a local file: pages mapped, not copied into buffers
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"cannot read {path} as Parquet: {exc}") from None
     with handle:

@@ -1,8 +1,9 @@
 """The files of a DataFrame batch, written by Spark into a private staging table (``produce_dataframe``).
 
-Each Spark partition sorts its rows locally by (topic partition, input position) (no shuffle) and numbers them;
-a literal map of per-(Spark partition, topic partition) bases turns the number into the offset, so each task
-writes, per topic partition, one file with a contiguous offset range. The files go to a staging table whose
+Each Spark task numbers its rows per topic partition as they stream by (``spark_columns.task_position``: no
+sort, no shuffle); a literal map of per-(Spark partition, topic partition) first offsets turns the number into
+the offset, and Iceberg's fanout writer writes, per topic partition, one file with a contiguous offset range in
+offset order. The files go to a staging table whose
 data path is the topic's data directory; the driver then checks them against the counting pass and hands them
 to the topic's conditional commit (``topics.append``), which rewrites them (by running the write again) if
 another producer moved ``N_p`` first. The staging table is dropped afterwards, its metadata deleted.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +30,7 @@ from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, delete_uncommitted, drop_stale_tables
 from compactor.topics.naming import TopicName
+from compactor.topics.spark_columns import task_position
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
@@ -65,7 +68,7 @@ class SparkStage:
     """The ``Staged`` protocol over files written by Spark into a staging table (see the module docstring)."""
 
     def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
-                 now_ms: int) -> None:
+                 now_ms: int, prepared: Future[tuple[str, str]] | None = None) -> None:
         self.lake = lake
         self.topic = topic
         self.frame = frame
@@ -77,6 +80,7 @@ class SparkStage:
         self._base: np.ndarray | None = None
         self._files: list[DataFile] = []
         self._staging: list[tuple[str, str]] = []  # (identifier, location) of staging tables to drop
+        self._prepared = prepared  # a staging table created while the counting pass ran (``create_staging``)
 
     def staged_base(self) -> np.ndarray:
         return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
@@ -93,23 +97,20 @@ class SparkStage:
     def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
         from pyspark.sql import functions as F
 
-        identifier = self._create_staging(table)
-        offsets_of = []
-        before = np.zeros(len(self.counts), np.int64)
-        for pid in sorted({pid for pid, _ in self.cells}):
-            start_in_task = 0
-            for p in sorted(p for q, p in self.cells if q == pid):
-                n = self.cells[(pid, p)]
-                offsets_of.append((pid, p, int(base[p] + before[p]) - start_in_task - (pid << ROW_BITS)))
-                before[p] += n
-                start_in_task += n
-        # A literal map (Spark partition * P + topic partition -> base), not a join: a join makes Spark infer
-        # constraints through every projection of the murmur2 chain, which blows up its expression trees.
-        cells = F.create_map(*[F.lit(x) for pid, p, offset in offsets_of
-                               for x in (pid * len(self.counts) + p, offset)])
-        numbered = (self.frame.sortWithinPartitions("_p", "_row")
-                    .withColumn("_i", F.monotonically_increasing_id()))
-        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * len(self.counts) + F.col("_p"))
+        identifier = self._take_prepared() or self._create_staging(table)
+        partitions = len(self.counts)
+        starts = []  # (Spark partition * P + topic partition, the offset of that cell's first row)
+        before = np.zeros(partitions, np.int64)
+        for pid, p in sorted(self.cells):
+            starts.append((pid * partitions + p, int(base[p] + before[p])))
+            before[p] += self.cells[(pid, p)]
+        # A literal map, not a join: a join makes Spark infer constraints through every projection of the
+        # prepared columns, which blows up its expression trees.
+        cells = F.create_map(*[F.lit(x) for cell, start in starts for x in (cell, start)])
+        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * partitions + F.col("_p"))
+        # no sort: the row's position among its task's rows of the same topic partition, counted as the rows
+        # stream by (compiled, non-deterministic: evaluated once per row), and the fanout writer
+        numbered = self.frame.withColumn("_i", task_position(F.col("_p")))
         out = numbered.select(
             F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
             F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
@@ -124,18 +125,19 @@ class SparkStage:
         return files
 
     def _create_staging(self, table: Table) -> str:
-        name = f"{self.topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
-        identifier = ".".join((*self.topic.name.namespace, name))
-        location = f"{self.lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}"
-        data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
-        with translate_storage_errors(f"creating a staging table for {self.topic.name}"):
-            self.lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
-                                           partition_spec=ts.TOPIC_PARTITION_SPEC,
-                                           properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
-                                                       "write.spark.fanout.enabled": "false",
-                                                       # Spark's writer has no row limit per row group: keep
-                                                       # them small enough for compaction to split files
-                                                       "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
+        identifier, location = create_staging(self.lake, self.topic, table)
+        self._staging.append((identifier, location))
+        return identifier
+
+    def _take_prepared(self) -> str | None:
+        """The staging table created in advance (once; ``None`` if there is none or its creation failed)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        try:
+            identifier, location = prepared.result()
+        except Exception:  # created again on the caller's thread, where its error is reported
+            return None
         self._staging.append((identifier, location))
         return identifier
 
@@ -171,12 +173,43 @@ class SparkStage:
         self.drop_staging()
 
     def drop_staging(self) -> None:
+        self._take_prepared()
         for identifier, location in self._staging:
-            with contextlib.suppress(Exception):
-                self.lake.catalog.drop_table(identifier)
-            with contextlib.suppress(Exception):
-                delete_prefix(self.lake.config, location)
+            drop_staging_table(self.lake, identifier, location)
         self._staging = []
+
+
+def create_staging(lake: LakeLike, topic: Topic, table: Table) -> tuple[str, str]:
+    """Create a private staging table for one DataFrame batch of ``topic`` (its data path is the topic's):
+    ``(identifier, location)``. Callable from another thread while Spark counts the batch."""
+    name = f"{topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
+    identifier = ".".join((*topic.name.namespace, name))
+    location = f"{lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}"
+    data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
+    with translate_storage_errors(f"creating a staging table for {topic.name}"):
+        lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
+                                  partition_spec=ts.TOPIC_PARTITION_SPEC,
+                                  properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
+                                              # rows arrive unsorted: one open file per topic partition
+                                              "write.spark.fanout.enabled": "true",
+                                              # Spark's writer has no row limit per row group: keep them small
+                                              # enough for compaction to split files
+                                              "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
+    return identifier, location
+
+
+def drop_staging_table(lake: LakeLike, identifier: str, location: str) -> None:
+    """Drop one staging table and delete its metadata (best effort: retention drops what is left behind)."""
+    with contextlib.suppress(Exception):
+        lake.catalog.drop_table(identifier)
+    with contextlib.suppress(Exception):
+        delete_prefix(lake.config, location)
+
+
+def discard_prepared(lake: LakeLike, prepared: Future[tuple[str, str]]) -> None:
+    """Drop a staging table created in advance for a batch that will not be written."""
+    with contextlib.suppress(Exception):
+        drop_staging_table(lake, *prepared.result())
 
 
 def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
@@ -198,4 +231,13 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
                              dry_run=dry_run)
 
 
-__all__ = ["ROW_BITS", "Counts", "LakeLike", "SparkStage", "drop_stale_staging"]
+__all__ = [
+    "ROW_BITS",
+    "Counts",
+    "LakeLike",
+    "SparkStage",
+    "create_staging",
+    "discard_prepared",
+    "drop_staging_table",
+    "drop_stale_staging",
+]

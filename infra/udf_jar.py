@@ -1,0 +1,86 @@
+"""Build the project's compiled Spark functions (``compactor/spark/java``) into ``compactor-udf.jar``.
+
+Kafka's murmur2 partitioner and the DataFrame producer's per-task row positions are Java classes compiled with
+the JDK's ``javac`` against PySpark's own jars (no Maven), then packed with ``jar``. The jar's manifest records
+the SHA-256 of the sources (``Compactor-Source-SHA256``): a run whose sources match the installed jar does
+nothing, a changed source rebuilds it, and the session factory refuses a jar built from other sources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+UDF_JAR = "compactor-udf.jar"
+SOURCE_HASH_ATTRIBUTE = "Compactor-Source-SHA256"
+# the sources compile against PySpark's own jars (pyspark/jars/*, Spark SQL's API and what it refers to)
+SPARK_SQL_JAR = "spark-sql_2.12-3.5.9.jar"
+
+
+def source_hash(source_dir: Path) -> str:
+    """SHA-256 over every ``.java`` file under ``source_dir`` (relative path and content, in path order); the same
+    function as ``compactor.spark.jars.udf_source_hash``."""
+    digest = hashlib.sha256()
+    for path in sorted(source_dir.rglob("*.java")):
+        digest.update(path.relative_to(source_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def jar_source_hash(jar: Path) -> str | None:
+    """The source hash recorded in ``jar``'s manifest, or ``None`` (no jar, or none recorded)."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            manifest = archive.read("META-INF/MANIFEST.MF").decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    for line in manifest.replace("\r\n", "\n").replace("\n ", "").splitlines():  # unfold 72-byte lines
+        name, _, value = line.partition(":")
+        if name.strip() == SOURCE_HASH_ATTRIBUTE:
+            return value.strip()
+    return None
+
+
+def _tool(name: str) -> str:
+    home = os.environ.get("JAVA_HOME")
+    candidate = Path(home) / "bin" / name if home else None
+    found = str(candidate) if candidate and candidate.exists() else shutil.which(name)
+    if not found:
+        raise SystemExit(f"[setup] ERROR: the JDK's '{name}' is missing: apt-get install openjdk-17-jdk-headless "
+                         "(or set JAVA_HOME to a JDK 17)")
+    return found
+
+
+def ensure_udf_jar(dest: Path, source_dir: Path, pyspark_jars: Path) -> bool:
+    """Compile and pack the jar into ``dest`` unless it is already built from these sources; True if built."""
+    want = source_hash(source_dir)
+    jar = dest / UDF_JAR
+    if jar_source_hash(jar) == want:
+        return False
+    sources = sorted(str(p) for p in source_dir.rglob("*.java"))
+    if not sources:
+        raise SystemExit(f"[setup] ERROR: no Java sources under {source_dir}")
+    if not (pyspark_jars / SPARK_SQL_JAR).exists():
+        raise SystemExit(f"[setup] ERROR: {pyspark_jars / SPARK_SQL_JAR} not found; is pyspark==3.5.9 installed?")
+    with tempfile.TemporaryDirectory() as tmp:
+        classes = Path(tmp) / "classes"
+        subprocess.run([_tool("javac"), "--release", "8", "-Xlint:-options", "-nowarn", "-encoding", "UTF-8",
+                        "-cp", str(pyspark_jars / "*"), "-d", str(classes), *sources], check=True)
+        manifest = Path(tmp) / "MANIFEST.MF"
+        manifest.write_text(f"{SOURCE_HASH_ATTRIBUTE}: {want}\n")
+        built = Path(tmp) / UDF_JAR
+        subprocess.run([_tool("jar"), "--create", "--file", str(built), "--manifest", str(manifest),
+                        "-C", str(classes), "."], check=True)
+        dest.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=dest, prefix=f".{UDF_JAR}.")
+        os.close(fd)
+        shutil.copyfile(built, partial)
+        os.replace(partial, jar)
+    print(f"[setup] built {UDF_JAR} (compiled Spark functions, sources {want[:12]})", file=sys.stderr, flush=True)
+    return True
