@@ -36,6 +36,7 @@ class RunContext:
     progress: Progress
     scratch: str | None = None      # the phase-1 scratch table, once phase 1 created it
     timings: dict[str, int] = field(default_factory=dict)
+    unparsable: int = 0             # phase 1: header values of the range that are no number (header strategy)
 
     @property
     def stage_identifier(self) -> str:

@@ -83,6 +83,7 @@ class CompactionResult(JsonResult):
     reason: str = ""
     previous_cursor: int | None = None
     attempts: int = 1
+    strategy: str = "offset"
 
 
 class TwoPhaseCompactor:
@@ -142,7 +143,7 @@ class TwoPhaseCompactor:
                 result = write_rewrite(ctx) if plan.rewrite_reason else write_incremental(ctx, self.lake.config)
             failpoints.hit("after-write")
             self._check_density(plan, result)
-            if not plan.ranges and result.survivors.rows == plan.view.rows:
+            if not plan.ranges and not plan.strategy_changed and result.survivors.rows == plan.view.rows:
                 # only a pass for expired tombstones, keyless rows or a trim, and it found none (the minimums
                 # it planned on are lower bounds): the compacted rows did not change, so nothing is published
                 return self._not_committed(plan.cursor, plan.raw_snapshot_id,
@@ -157,7 +158,8 @@ class TwoPhaseCompactor:
             mirror_cursor(topic, snapshot_id, cursor)
             self._summary(snapshot_id, cursor.stats)
             return CompactionResult(True, str(self.name), snapshot_id, plan.raw_snapshot_id, cursor.horizons_dict(),
-                                    self.now_ms, cursor.stats, "compacted", previous)
+                                    self.now_ms, cursor.stats, plan.published_reason, previous,
+                                    strategy=plan.settings.strategy.label)
         finally:
             if ctx.scratch is not None:
                 drop_scratch(self.lake.catalog, self.lake.config, ctx.scratch)
@@ -246,7 +248,8 @@ class TwoPhaseCompactor:
                 ctx: RunContext) -> Cursor:
         with translate_storage_errors(f"reading the staging branch of {self.name}"):
             table = self.lake.catalog.load_table(self.name.compacted_identifier)
-        figures = RunFigures(ctx.run_id, ctx.layout.kind, ctx.layout.slots, self.progress.elapsed_ms(), ctx.timings)
+        figures = RunFigures(ctx.run_id, ctx.layout.kind, ctx.layout.slots, self.progress.elapsed_ms(), ctx.timings,
+                             ctx.unparsable)
         return build_cursor(plan, result, table, ctx.stage, raw, topic.properties, figures)
 
     def _not_committed(self, cursor: Cursor | None, raw_snapshot_id: int | None, reason: str) -> CompactionResult:

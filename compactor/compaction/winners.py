@@ -1,4 +1,5 @@
-"""Phase 1, the step: find each key's latest offset over the new range and keep the winners in the scratch
+"""Phase 1, the step: find each key's winner (its latest offset, or its highest rank under another
+``compaction.strategy``) over the new range and keep the winners in the scratch
 table (``compaction.scratch``), as a Spark job of its own, so it is timed, reported and failure-tested as a
 step (failure point ``after-phase-1`` fires once it has run). The DataFrame logic is ``phase1``.
 """
@@ -6,14 +7,18 @@ step (failure point ``after-phase-1`` fires once it has run). The DataFrame logi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
 
-from compactor.compaction import phase1
+from compactor.compaction import phase1, ranking
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
 from compactor.compaction.scratch import create_scratch
-from compactor.schema import KEY
+from compactor.schema import KEY, OFFSET, PARTITION
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Observation
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,10 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
     # sliced: the scan is split into slices and the aggregation exchanges (partition, key, offset); partitioned:
     # the scan is grouped by partition and the aggregation runs in place
     ctx.settings(grouped=not ctx.layout.sliced)
-    narrow = ctx.raw_range().select(*phase1.NARROW_COLUMNS)
-    rows = phase1.scratch_rows(phase1.latest_offsets(narrow), with_keys=ctx.plan.cursor is not None)
+    strategy = ctx.plan.settings.strategy
+    narrow = ctx.raw_range().select(*phase1.NARROW_COLUMNS, *ranking.rank_inputs(strategy))
+    parsed = Observation(f"strategy_{ctx.run_id}") if not strategy.by_offset else None
+    rows = phase1.scratch_rows(_latest(ctx, narrow, parsed), with_keys=ctx.plan.cursor is not None)
     observed = Observation(f"phase1_{ctx.run_id}")
     masks_only = F.col(KEY).isNull()
     counted = rows.observe(observed, F.count(F.when(masks_only, F.lit(1))).alias("words"),
@@ -47,6 +54,25 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
         counted.writeTo(quoted).append()
     metrics = observed.get
     winners = Winners(keys=int(metrics.get("winners") or 0), words=int(metrics.get("words") or 0))
+    if parsed is not None:
+        ctx.unparsable = int(parsed.get.get("unparsable") or 0)
     ctx.progress.phase("phase 1 done", keys=winners.keys, mask_words=winners.words,
                        ms=ctx.took("phase1_ms", started))
     return winners
+
+
+def _latest(ctx: RunContext, narrow: DataFrame, parsed: Observation | None) -> DataFrame:
+    """Each key's winner ``(partition, key, offset)`` in the range: the latest offset under ``offset``; else the
+    highest rank (``compaction.ranking``), kept only where it also beats the view's row of its key (a run with a
+    cursor), with the range's unparsable header values counted in ``parsed``."""
+    from pyspark.sql import functions as F
+
+    strategy = ctx.plan.settings.strategy
+    if parsed is None:
+        return phase1.latest_offsets(narrow)
+    ranked = ranking.with_rank(narrow, strategy, unparsable=ranking.UNPARSABLE).observe(
+        parsed, F.count(F.when(F.col(ranking.UNPARSABLE), F.lit(1))).alias("unparsable"))
+    winners = ranking.ranked_latest(ranked)
+    if ctx.plan.cursor is not None:
+        winners = ranking.contest(winners, ctx.view_at_cursor(), strategy, hash_keys=ctx.hash_keys)
+    return winners.select(PARTITION, KEY, OFFSET)

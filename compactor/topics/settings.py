@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compactor.errors import InvalidSettingError
+from compactor.topics.strategy import HEADER_SETTING, STRATEGY_SETTING, Strategy, parse_header_name, parse_strategy
 
 LONG_MAX = 9223372036854775807
 
@@ -113,6 +114,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("history.expire.min-snapshots-to-keep", "expire_min_snapshots_to_keep", "1", _long(1),
                 "Iceberg keeps at least this many snapshots of each table",
                 property_name="history.expire.min-snapshots-to-keep"),
+    SettingSpec(STRATEGY_SETTING, "compaction_strategy", "offset", parse_strategy,
+                "which record of a key wins: 'offset' (latest), 'timestamp' or 'header' (KIP-280)"),
+    SettingSpec(HEADER_SETTING, "compaction_strategy_header", "", parse_header_name,
+                "under compaction.strategy=header: the header whose value (8-byte big-endian or decimal) wins"),
 )
 SPECS_BY_NAME: dict[str, SettingSpec] = {spec.name: spec for spec in SETTINGS}
 SPECS_BY_PROPERTY: dict[str, SettingSpec] = {spec.stored_as: spec for spec in SETTINGS}
@@ -136,6 +141,8 @@ class TopicSettings:
     orphan_min_age_ms: int
     expire_max_snapshot_age_ms: int
     expire_min_snapshots_to_keep: int
+    compaction_strategy: str = "offset"
+    compaction_strategy_header: str = ""
 
     @property
     def compacts(self) -> bool:
@@ -152,6 +159,11 @@ class TopicSettings:
     @property
     def retain_null_keys(self) -> bool:
         return self.compaction_null_key == NULL_KEY_RETAIN
+
+    @property
+    def strategy(self) -> Strategy:
+        """Which record of a key wins (``topics.strategy``)."""
+        return Strategy(self.compaction_strategy, self.compaction_strategy_header)
 
     @classmethod
     def defaults(cls) -> TopicSettings:
@@ -174,6 +186,7 @@ class TopicSettings:
                 f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
+        Strategy.of(self.compaction_strategy, self.compaction_strategy_header)
 
     def as_kafka_dict(self) -> dict[str, str]:
         """Every setting under its Kafka name, rendered as it would be stored."""
