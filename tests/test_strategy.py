@@ -58,6 +58,18 @@ def test_last_header_counts_and_rank_order() -> None:
     assert by_time.rank(1, 50, ()) > by_time.rank(9, 49, ()) and by_time.rank(9, 50, ()) > by_time.rank(1, 50, ())
 
 
+def test_a_cursor_without_a_strategy_was_built_by_offset() -> None:
+    """A cursor written before strategies existed carries no strategy setting: it was built by offset."""
+    from compactor.cursor import CompactionStats, Cursor, ViewStats
+
+    old = Cursor(1, (0,), (0,), None, (0,), 0, {"cleanup.policy": "compact"}, CompactionStats(), ViewStats(), None, "")
+    assert old.strategy == Strategy() and old.as_json()["strategy"] == "offset"
+    new = Cursor(1, (0,), (0,), None, (0,), 0, TopicSettings.from_properties({
+        "compactor.compaction.strategy": "header", "compactor.compaction.strategy.header": "ver"}).as_kafka_dict(),
+        CompactionStats(), ViewStats(), None, "")
+    assert new.strategy == Strategy("header", "ver") and new.as_json()["strategy"] == "header:ver"
+
+
 def _random_headers(rng: random.Random) -> list[tuple[str, bytes | None]]:
     choices: list[bytes | None] = [None, b"junk", b"", struct.pack(">q", rng.randrange(-3, 4)),
                                    str(rng.randrange(-3, 4)).encode(), b"99999999999999999999"]
