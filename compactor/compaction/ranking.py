@@ -18,6 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from compactor.compaction.phase1 import LOST
 from compactor.schema import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP
 from compactor.topics.strategy import HEADER_STRATEGY, LONG_BYTES, TIMESTAMP_STRATEGY, Strategy
 
@@ -103,9 +104,9 @@ def beats_view() -> Column:
 
 
 def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, hash_keys: bool) -> DataFrame:
-    """The range winners that supersede the view's row of their key (or have none), in winners' columns: the
-    others lose to the view and are neither appended nor allowed to remove the view's row."""
+    """The range winners in winners' columns plus ``phase1.LOST``: whether the view's row of the key outranks
+    the winner, which then is neither appended nor allowed to remove the view's row."""
     view = with_rank(view_rows.where(F.col(KEY).isNotNull()).select(PARTITION, KEY, OFFSET, *rank_inputs(strategy)),
                      strategy, ranked=VIEW_RANKED, score=VIEW_SCORE).select(PARTITION, KEY, VIEW_RANKED, VIEW_SCORE)
     joined = winners.hint("shuffle_hash" if hash_keys else "merge").join(view, [PARTITION, KEY], "left")
-    return joined.where(beats_view()).select(*winners.columns)
+    return joined.select(*winners.columns, (~beats_view()).alias(LOST))

@@ -63,8 +63,8 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
 
 def _latest(ctx: RunContext, narrow: DataFrame, parsed: Observation | None) -> DataFrame:
     """Each key's winner ``(partition, key, offset)`` in the range: the latest offset under ``offset``; else the
-    highest rank (``compaction.ranking``), kept only where it also beats the view's row of its key (a run with a
-    cursor), with the range's unparsable header values counted in ``parsed``."""
+    highest rank (``compaction.ranking``), marked ``phase1.LOST`` where the view's row of its key outranks it (a
+    run with a cursor), with the range's unparsable header values counted in ``parsed``."""
     from pyspark.sql import functions as F
 
     strategy = ctx.plan.settings.strategy
@@ -74,5 +74,6 @@ def _latest(ctx: RunContext, narrow: DataFrame, parsed: Observation | None) -> D
         parsed, F.count(F.when(F.col(ranking.UNPARSABLE), F.lit(1))).alias("unparsable"))
     winners = ranking.ranked_latest(ranked)
     if ctx.plan.cursor is not None:
-        winners = ranking.contest(winners, ctx.view_at_cursor(), strategy, hash_keys=ctx.hash_keys)
+        return ranking.contest(winners, ctx.view_at_cursor(), strategy, hash_keys=ctx.hash_keys).select(
+            PARTITION, KEY, OFFSET, phase1.LOST)
     return winners.select(PARTITION, KEY, OFFSET)
