@@ -26,7 +26,6 @@ from compactor.schema import KEY, OFFSET, PARTITION
 WORD_SHIFT = 6
 WORD_BITS = 1 << WORD_SHIFT
 NARROW_COLUMNS = (PARTITION, KEY, OFFSET)
-LOST = "__compactor_lost"
 
 
 def latest_offsets(range_rows: DataFrame) -> DataFrame:
@@ -37,21 +36,10 @@ def latest_offsets(range_rows: DataFrame) -> DataFrame:
             .agg(F.max(OFFSET).alias(OFFSET)))
 
 
-def _bit(winners: DataFrame) -> Column:
-    """Each winner's bit in its word's mask; none for a key that lost to the view (column ``LOST``, present
-    under a ``compaction.strategy`` other than offset): its word still gets a mask row, so that phase 2 reads
-    the range even when every key in it lost (``compaction.ranking.contest``)."""
-    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
-    return F.when(~F.col(LOST), bit).otherwise(F.lit(0).cast("bigint")) if LOST in winners.columns else bit
-
-
-def _key(winners: DataFrame) -> Column:
-    return F.when(~F.col(LOST), F.col(KEY)) if LOST in winners.columns else F.col(KEY)
-
-
 def offset_masks(winners: DataFrame) -> DataFrame:
     """The winners as one 64-bit mask per 64 consecutive offsets: ``(partition, word, mask)``."""
-    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), _bit(winners).alias(MASK))
+    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
+    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), bit.alias(MASK))
             .groupBy(PARTITION, WORD).agg(F.bit_or(MASK).alias(MASK)))
 
 
@@ -61,10 +49,10 @@ def scratch_rows(winners: DataFrame, *, with_keys: bool) -> DataFrame:
     collects its (at most 64) keys and is exploded into its mask row and its key rows."""
     if not with_keys:
         return offset_masks(winners).select(PARTITION, WORD, MASK, F.lit(None).cast("binary").alias(KEY))
-    words = (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), _bit(winners).alias(MASK),
-                            _key(winners).alias(KEY))
+    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
+    words = (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), bit.alias(MASK), KEY)
              .groupBy(PARTITION, WORD)
-             .agg(F.bit_or(MASK).alias(MASK), F.collect_list(KEY).alias("keys")))  # skips nulls: lost keys
+             .agg(F.bit_or(MASK).alias(MASK), F.collect_list(KEY).alias("keys")))
     exploded = words.select(PARTITION, WORD, MASK, F.explode(
         F.concat(F.array(F.lit(None).cast("binary")), F.col("keys"))).alias(KEY))
     mask_row = F.col(KEY).isNull()

@@ -37,14 +37,15 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
     started = ctx.started()
     ctx.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
                        records=ctx.plan.records_in_range, layout=ctx.layout.kind)
-    ctx.scratch = create_scratch(catalog, ctx.name, ctx.view_location, ctx.plan.now_ms, ctx.run_id)
+    contest = not ctx.plan.settings.strategy.by_offset and ctx.plan.cursor is not None
+    ctx.scratch = create_scratch(catalog, ctx.name, ctx.view_location, ctx.plan.now_ms, ctx.run_id, contest=contest)
     # sliced: the scan is split into slices and the aggregation exchanges (partition, key, offset); partitioned:
     # the scan is grouped by partition and the aggregation runs in place
     ctx.settings(grouped=not ctx.layout.sliced)
     strategy = ctx.plan.settings.strategy
     narrow = ctx.raw_range().select(*phase1.NARROW_COLUMNS, *ranking.rank_inputs(strategy))
     parsed = Observation(f"strategy_{ctx.run_id}") if not strategy.by_offset else None
-    rows = phase1.scratch_rows(_latest(ctx, narrow, parsed), with_keys=ctx.plan.cursor is not None)
+    rows = _scratch_rows(ctx, narrow, parsed)
     observed = Observation(f"phase1_{ctx.run_id}")
     masks_only = F.col(KEY).isNull()
     counted = rows.observe(observed, F.count(F.when(masks_only, F.lit(1))).alias("words"),
@@ -61,19 +62,19 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
     return winners
 
 
-def _latest(ctx: RunContext, narrow: DataFrame, parsed: Observation | None) -> DataFrame:
-    """Each key's winner ``(partition, key, offset)`` in the range: the latest offset under ``offset``; else the
-    highest rank (``compaction.ranking``), marked ``phase1.LOST`` where the view's row of its key outranks it (a
-    run with a cursor), with the range's unparsable header values counted in ``parsed``."""
+def _scratch_rows(ctx: RunContext, narrow: DataFrame, parsed: Observation | None) -> DataFrame:
+    """The scratch rows of the range's winners: each key's latest offset under ``offset``; else its highest rank
+    (``compaction.ranking``), contested with the view's row of the key when there is a view, with the range's
+    unparsable header values counted in ``parsed``."""
     from pyspark.sql import functions as F
 
     strategy = ctx.plan.settings.strategy
     if parsed is None:
-        return phase1.latest_offsets(narrow)
+        return phase1.scratch_rows(phase1.latest_offsets(narrow), with_keys=ctx.plan.cursor is not None)
     ranked = ranking.with_rank(narrow, strategy, unparsable=ranking.UNPARSABLE).observe(
         parsed, F.count(F.when(F.col(ranking.UNPARSABLE), F.lit(1))).alias("unparsable"))
     winners = ranking.ranked_latest(ranked)
-    if ctx.plan.cursor is not None:
-        return ranking.contest(winners, ctx.view_at_cursor(), strategy, hash_keys=ctx.hash_keys).select(
-            PARTITION, KEY, OFFSET, phase1.LOST)
-    return winners.select(PARTITION, KEY, OFFSET)
+    if ctx.plan.cursor is None:
+        return phase1.scratch_rows(winners.select(PARTITION, KEY, OFFSET), with_keys=False)
+    return ranking.contest_scratch_rows(ranking.contest(winners, ctx.view_at_cursor(), strategy,
+                                                        hash_keys=ctx.hash_keys))
