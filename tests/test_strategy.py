@@ -72,14 +72,16 @@ def test_a_cursor_without_a_strategy_was_built_by_offset() -> None:
 
 def _random_headers(rng: random.Random) -> list[tuple[str, bytes | None]]:
     choices: list[bytes | None] = [None, b"junk", b"", struct.pack(">q", rng.randrange(-3, 4)),
-                                   str(rng.randrange(-3, 4)).encode(), b"99999999999999999999"]
+                                   str(rng.randrange(-3, 4)).encode(), b"99999999999999999999",
+                                   struct.pack(">q", -(1 << 63)), str((1 << 63) - 1).encode()]
     return [(rng.choice(["v", "w"]), rng.choice(choices)) for _ in range(rng.randrange(0, 4))]
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("kind", ["timestamp", "header"])
-def test_spark_winners_match_the_python_rank(spark: SparkSession, kind: str) -> None:
-    """Phase 1's ranking (``compaction.ranking``) picks, per key, the record of highest Python rank, and counts
+@pytest.mark.parametrize("kind, packed", [("timestamp", False), ("timestamp", True), ("header", False)])
+def test_spark_winners_match_the_python_rank(spark: SparkSession, kind: str, packed: bool) -> None:
+    """Phase 1's ranking (``compaction.ranking``) picks, per key, the record of highest Python rank (with the
+    decimal score, and with the 64-bit one packed from the timestamp bounds), decodes its value, and counts
     exactly the records whose last strategy header holds no number."""
     from datetime import UTC, datetime
 
@@ -97,14 +99,21 @@ def test_spark_winners_match_the_python_rank(spark: SparkSession, kind: str) -> 
                      f"k{rng.randrange(12)}".encode(), _random_headers(rng)))
     df = spark.createDataFrame(rows, "partition int, offset long, timestamp timestamp, key binary, "
                                      "headers array<struct<key:string,value:binary>>")
-    ranked = ranking.with_rank(df, strategy, unparsable=ranking.UNPARSABLE)
+    micros = [int(ts.timestamp() * 1_000_000) for _, _, ts, _, _ in rows]
+    pack = ranking.packing(strategy, (min(micros), max(micros)) if packed else None, {0: (0, 400), 1: (0, 400)})
+    assert pack.long == packed
+    ranked = ranking.with_rank(df, strategy, pack, unparsable=ranking.UNPARSABLE)
     unparsable = ranked.where(F.col(ranking.UNPARSABLE)).count()
-    winners = {(r["partition"], bytes(r["key"])): r["offset"] for r in ranking.ranked_latest(ranked).collect()}
+    latest = ranking.ranked_latest(ranked, pack).collect()
+    winners = {(r["partition"], bytes(r["key"])): r["offset"] for r in latest}
+    values = {(r["partition"], bytes(r["key"])): (r[ranking.RANKED], r[ranking.VALUE]) for r in latest}
     expected: dict[tuple[int, bytes], tuple[bool, int, int]] = {}
     for p, offset, ts, key, headers in rows:
         rank = strategy.rank(offset, int(ts.timestamp() * 1000), headers)
         expected[(p, key)] = max(expected.get((p, key), rank), rank)
     assert winners == {k: rank[2] for k, rank in expected.items()}
+    scale = 1000 if kind == "timestamp" else 1  # Spark ranks timestamps in microseconds
+    assert values == {k: (has, value * scale if has else None) for k, (has, value, _) in expected.items()}
     bad = sum(1 for *_, headers in rows if last_header(headers, "v")[0] and header_value(headers, "v") is None)
     assert unparsable == (bad if kind == "header" else 0)
     if kind == "header":

@@ -37,6 +37,7 @@ class RunContext:
     scratch: str | None = None      # the phase-1 scratch table, once phase 1 created it
     timings: dict[str, int] = field(default_factory=dict)
     unparsable: int = 0             # phase 1: header values of the range that are no number (header strategy)
+    raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
 
     @property
     def stage_identifier(self) -> str:

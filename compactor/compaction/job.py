@@ -35,7 +35,7 @@ from compactor.compaction.execution import Layout, choose_layout, estimate_work,
 from compactor.compaction.horizons import RawSnapshotView, compute_horizons
 from compactor.compaction.incremental import write_incremental
 from compactor.compaction.outcome import Phase2Result, RunFigures, build_cursor
-from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons
+from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons, timestamp_bounds
 from compactor.compaction.publish import mirror_cursor, publish_cursor
 from compactor.compaction.rewrite import write_rewrite
 from compactor.compaction.scratch import drop_scratch, drop_stale_scratch
@@ -105,6 +105,7 @@ class TwoPhaseCompactor:
         self.force_rewrite = force_rewrite
         self.trim_before_ms = trim_before_ms
         self.forced_layout = layout
+        self.raw_timestamps: tuple[int, int] | None = None  # the range files' timestamp bounds (``_layout``)
         self.progress = Progress("compact", str(self.name), listener=listener)
 
     def run(self) -> CompactionResult:
@@ -180,7 +181,7 @@ class TwoPhaseCompactor:
         with translate_storage_errors(f"creating the staging branch of {self.name}"):
             create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
         return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,
-                          view_table.metadata.location, self.progress)
+                          view_table.metadata.location, self.progress, raw_timestamps=self.raw_timestamps)
 
     # --- the plan (pyiceberg only) ----------------------------------------------------------------------
 
@@ -227,6 +228,7 @@ class TwoPhaseCompactor:
             raw_files = topic.raw_files(plan.raw_snapshot_id, ranges(plan.ranges)) if plan.ranges else []
             view_files = ([t.file for t in view_table.scan(snapshot_id=plan.cursor.snapshot_id).plan_files()]
                           if plan.cursor is not None and plan.removes_view_rows else [])
+        self.raw_timestamps = timestamp_bounds(raw_files)
         view_rows: dict[int, int] = {}
         for data_file in view_files:
             partition = int(data_file.partition[0])

@@ -16,6 +16,7 @@ from compactor.cursor import Cursor, ViewStats
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
 from compactor.topics.strategy import Strategy
+from compactor.topics.topic import RawFile
 
 # The view is rewritten whole (instead of deletes + appends) when position-deleted rows reach this share of
 # its live rows, or when it has this many data files per partition.
@@ -83,6 +84,15 @@ class CompactionPlan:
         if self.trim_before_ms is not None and not self.ranges:
             return "trim" if self.rewrite_reason is None else "rewrite"
         return "incremental" if self.rewrite_reason is None else "rewrite"
+
+
+def timestamp_bounds(files: Sequence[RawFile]) -> tuple[int, int] | None:
+    """The smallest and largest timestamp (µs) of ``files`` from their statistics; ``None`` if any lacks them."""
+    lows = [f.min_timestamp_us for f in files]
+    highs = [f.max_timestamp_us for f in files]
+    if not files or any(v is None for v in lows + highs):
+        return None
+    return min(v for v in lows if v is not None), max(v for v in highs if v is not None)
 
 
 def previous_horizons(cursor: Cursor | None, log_starts: Sequence[int]) -> tuple[int, ...]:

@@ -5,8 +5,10 @@ A rank ``(has value, value, offset)`` is carried as two columns: ``RANKED`` (whe
 and ``SCORE``, the exact number ``value * 2^63 + offset`` as a ``DECIMAL(38, 0)`` (a signed 64-bit value times
 2^63 plus an offset below 2^63 stays within 38 digits, and orders exactly as ``(value, offset)``). A decimal
 keeps phase 1 a hash aggregation: Spark aggregates a maximum of a decimal in place, whereas a maximum of a
-struct would fall back to sorting every key. Per key, the winner is the record of highest ``SCORE`` among
-those with a value, else the highest offset; its offset is ``SCORE mod 2^63``.
+struct would fall back to sorting every key (measured on 2M rows: decimal 1.4x, struct 2.5x the time of
+``max(offset)``). Under ``timestamp``, when the range's timestamp bounds (file statistics) and offsets fit, the
+score is packed into a 64-bit long instead (``Packing``). Per key, the winner is the record of highest
+``SCORE`` among those with a value, else the highest offset; its offset and value are decoded from the score.
 
 Offsets in a view are always below those of the new range, so a range winner beats the view's row of its
 key iff it ranks at least as high ignoring offsets: ``beats_view``. Under ``offset`` none of this runs: phase 1
@@ -14,6 +16,9 @@ keeps its plain ``max(offset)``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -27,8 +32,12 @@ LOST = "__compactor_lost"
 RANKED = "__compactor_ranked"
 SCORE = "__compactor_score"
 UNPARSABLE = "__compactor_unparsable"
+VALUE = "__compactor_value"
 VIEW_RANKED = "__compactor_view_ranked"
-VIEW_SCORE = "__compactor_view_score"
+VIEW_VALUE = "__compactor_view_value"
+PRESENT = "__compactor_present"
+RAW = "__compactor_raw"
+LONG_LIMIT = (1 << 63) - 1
 SCORE_TYPE = "decimal(38,0)"
 ENTRY_TYPE = (f"struct<{KEY}:binary,{FILE_PATH}:string,{POS}:bigint,{DELETE_HORIZON}:bigint,"
               f"{RECORD_BYTES}:bigint>")
@@ -50,63 +59,95 @@ def rank_inputs(strategy: Strategy) -> tuple[str, ...]:
     return ()
 
 
-def _last_header(name: str) -> tuple[Column, Column]:
-    """Whether header ``name`` occurs, and the value of its last occurrence (null if none or null)."""
-    matching = F.filter(F.col(HEADERS), lambda h: h["key"] == F.lit(name))
+@dataclass(frozen=True)
+class Packing:
+    """How a run's scores are held: ``None`` fields mean the exact ``DECIMAL(38, 0)`` score ``value * 2^63 +
+    offset``; otherwise (``timestamp`` only, when the range's timestamp bounds from file statistics allow it) a
+    64-bit ``(micros - min_us) * span + (offset - first)``, which Spark aggregates faster than a decimal."""
+
+    min_us: int | None = None
+    first: int = 0
+    span: int = 1
+
+    @property
+    def long(self) -> bool:
+        return self.min_us is not None
+
+
+def packing(strategy: Strategy, timestamps: tuple[int, int] | None, ranges: Mapping[int, tuple[int, int]]) -> Packing:
+    """The cheapest exact packing of this run's scores (see ``Packing``)."""
+    if strategy.kind != TIMESTAMP_STRATEGY or timestamps is None or not ranges:
+        return Packing()
+    first = min(lo for lo, _ in ranges.values())
+    span = max(hi for _, hi in ranges.values()) - first
+    low, high = timestamps
+    if span <= 0 or (high - low + 1) * span > LONG_LIMIT:
+        return Packing()
+    return Packing(low, first, span)
+
+
+def with_header_value(rows: DataFrame, strategy: Strategy) -> DataFrame:
+    """Under ``header``: ``rows`` with whether the strategy's header occurs (``PRESENT``) and the value of its last
+    occurrence (``RAW``; null if it does not occur, or is null)."""
+    if strategy.kind != HEADER_STRATEGY:
+        return rows
+    matching = F.filter(F.col(HEADERS), lambda h: h["key"] == F.lit(strategy.header))
     count = F.coalesce(F.size(matching), F.lit(0))
-    present = count > 0
-    return present, F.when(present, F.element_at(matching, F.greatest(count, F.lit(1)))["value"])
+    return rows.withColumn(PRESENT, count > 0).withColumn(
+        RAW, F.when(count > 0, F.element_at(matching, F.greatest(count, F.lit(1)))["value"]))
 
 
-def _header_number(value: Column) -> Column:
-    """A header value as a signed 64-bit integer: 8 bytes big-endian, else decimal UTF-8 text; else null."""
-    as_binary = F.conv(F.hex(value), 16, -10).cast("bigint")  # negative base: read as a signed number
-    text = value.cast("string")
-    as_text = F.when(text.rlike(DECIMAL_TEXT), F.expr(f"try_cast(cast(`{HEADERS}_value` as string) as bigint)"))
-    return F.when(F.length(value) == LONG_BYTES, as_binary).otherwise(as_text)
-
-
-def with_rank(rows: DataFrame, strategy: Strategy, *, ranked: str = RANKED, score: str = SCORE,
-              unparsable: str | None = None, offsets: bool = True) -> DataFrame:
-    """``rows`` with the rank columns ``ranked`` and ``score`` (and, if named, ``unparsable``: whether the row
-    carries the header with a value that is no number). ``offsets=False`` leaves the offset out of the score
-    (``value * 2^63``: the view's side of ``beats_view``, which needs no offsets)."""
-    offset = F.col(OFFSET).cast(SCORE_TYPE) if offsets else F.lit(0).cast(SCORE_TYPE)
+def rank_value(strategy: Strategy) -> tuple[Column, Column, Column]:
+    """Columns of a row's rank, offsets aside (header: of ``with_header_value``'s rows): whether it has a value,
+    the value (a long; null without one), and whether its strategy header holds no number."""
     if strategy.kind == TIMESTAMP_STRATEGY:
-        value: Column = F.unix_micros(F.col(TIMESTAMP))
-        has = F.lit(True)
-        bad = F.lit(False)
-        out = rows
+        return F.lit(True), F.unix_micros(F.col(TIMESTAMP)), F.lit(False)
+    raw = F.col(RAW)
+    as_binary = F.conv(F.hex(raw), 16, -10).cast("bigint")  # a negative base reads a signed number
+    as_text = F.when(raw.cast("string").rlike(DECIMAL_TEXT), F.expr(f"try_cast(cast(`{RAW}` as string) as bigint)"))
+    value = F.when(F.length(raw) == LONG_BYTES, as_binary).otherwise(as_text)
+    return value.isNotNull(), value, F.col(PRESENT) & value.isNull()
+
+
+def with_rank(rows: DataFrame, strategy: Strategy, pack: Packing, *, unparsable: str | None = None) -> DataFrame:
+    """``rows`` (partition, key, offset and ``rank_inputs``) with ``RANKED`` and ``SCORE`` (and, if named,
+    ``unparsable``: the row's strategy header holds no number)."""
+    rows = with_header_value(rows, strategy)
+    has, value, bad = rank_value(strategy)
+    if pack.long:
+        score = (value - F.lit(pack.min_us)) * F.lit(pack.span) + (F.col(OFFSET) - F.lit(pack.first))
     else:
-        present, raw_value = _last_header(strategy.header)
-        out = rows.withColumn(f"{HEADERS}_value", raw_value)
-        value = _header_number(F.col(f"{HEADERS}_value"))
-        has = value.isNotNull()
-        bad = present & value.isNull()
-    out = out.withColumn(ranked, has).withColumn(
-        score, F.when(has, value.cast(SCORE_TYPE) * _shift() + offset))
+        score = value.cast(SCORE_TYPE) * _shift() + F.col(OFFSET).cast(SCORE_TYPE)
+    out = rows.withColumn(RANKED, has).withColumn(SCORE, F.when(has, score))
     if unparsable is not None:
         out = out.withColumn(unparsable, bad)
-    return out.drop(f"{HEADERS}_value")
+    return out.drop(PRESENT, RAW)
 
 
-def ranked_latest(ranked_rows: DataFrame) -> DataFrame:
-    """``(partition, key, offset, RANKED, SCORE)`` of each non-null key's winner among ``ranked_rows`` (columns
-    partition, key, offset and the rank columns of ``with_rank``)."""
+def ranked_latest(ranked_rows: DataFrame, pack: Packing) -> DataFrame:
+    """``(partition, key, offset, RANKED, VALUE)`` of each non-null key's winner among ``ranked_rows`` (columns
+    of ``with_rank``)."""
     best = (ranked_rows.where(F.col(KEY).isNotNull())
             .groupBy(PARTITION, KEY)
             .agg(F.max(F.col(SCORE)).alias(SCORE), F.max(OFFSET).alias(OFFSET)))
-    winner = F.coalesce(F.pmod(F.col(SCORE), _shift()).cast("bigint"), F.col(OFFSET))
-    return best.select(PARTITION, KEY, winner.alias(OFFSET), F.col(SCORE).isNotNull().alias(RANKED), SCORE)
+    score = F.col(SCORE)
+    if pack.long:
+        offset = score % F.lit(pack.span) + F.lit(pack.first)
+        value = F.expr(f"`{SCORE}` div {pack.span}") + F.lit(pack.min_us)  # integer division: exact
+    else:
+        remainder = F.pmod(score, _shift())
+        offset = remainder.cast("bigint")
+        value = ((score - remainder) / _shift()).cast("bigint")
+    return best.select(PARTITION, KEY, F.coalesce(offset, F.col(OFFSET)).alias(OFFSET),
+                       score.isNotNull().alias(RANKED), value.alias(VALUE))
 
 
 def beats_view() -> Column:
-    """Whether a range winner (``RANKED``, ``SCORE``) supersedes the view's row of its key (``VIEW_RANKED``,
-    ``VIEW_SCORE`` without the offset; both null when the key has no row): it ranks at least as high, offsets
-    aside (``SCORE = value * 2^63 + offset >= value' * 2^63`` iff ``value >= value'``)."""
+    """Whether a range winner (``RANKED``, ``VALUE``) supersedes the view's row of its key (``VIEW_RANKED``,
+    ``VIEW_VALUE``; both null when the key has no row): it ranks at least as high, offsets aside (the view's
+    offsets are all lower)."""
     no_row = F.col(VIEW_RANKED).isNull()
-    return (no_row | ~F.col(VIEW_RANKED)
-            | (F.col(RANKED) & (F.col(SCORE) >= F.col(VIEW_SCORE))))
+    return no_row | ~F.col(VIEW_RANKED) | (F.col(RANKED) & (F.col(VALUE) >= F.col(VIEW_VALUE)))
 
 
 def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, hash_keys: bool) -> DataFrame:
@@ -114,12 +155,13 @@ def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, has
     the winner, which is then neither appended nor allowed to remove the view's row) and, where the winner
     supersedes a compacted row, that row's position and bookkeeping (``scratch.CONTEST_SCHEMA``'s columns): one
     narrow pass over the view serves the contest and the position deletes alike."""
-    view = with_rank(view_rows.where(F.col(KEY).isNotNull()).select(
-        PARTITION, KEY, *rank_inputs(strategy), DELETE_HORIZON, RECORD_BYTES, "_file", "_pos"),
-        strategy, ranked=VIEW_RANKED, score=VIEW_SCORE, offsets=False)
+    view = view_rows.where(F.col(KEY).isNotNull()).select(PARTITION, KEY, *rank_inputs(strategy), DELETE_HORIZON,
+                                                           RECORD_BYTES, "_file", "_pos")
+    view = with_header_value(view, strategy)
+    has, value, _ = rank_value(strategy)
     joined = winners.hint("shuffle_hash" if hash_keys else "merge").join(
-        view.select(PARTITION, KEY, VIEW_RANKED, VIEW_SCORE, DELETE_HORIZON, RECORD_BYTES, "_file", "_pos"),
-        [PARTITION, KEY], "left")
+        view.select(PARTITION, KEY, has.alias(VIEW_RANKED), value.alias(VIEW_VALUE), DELETE_HORIZON, RECORD_BYTES,
+                    "_file", "_pos"), [PARTITION, KEY], "left")
     supersedes = beats_view() & F.col(VIEW_RANKED).isNotNull()
     return joined.select(PARTITION, KEY, OFFSET, (~beats_view()).alias(LOST),
                          *(F.when(supersedes, F.col(source)).alias(target) for source, target in (

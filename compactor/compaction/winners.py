@@ -71,9 +71,10 @@ def _scratch_rows(ctx: RunContext, narrow: DataFrame, parsed: Observation | None
     strategy = ctx.plan.settings.strategy
     if parsed is None:
         return phase1.scratch_rows(phase1.latest_offsets(narrow), with_keys=ctx.plan.cursor is not None)
-    ranked = ranking.with_rank(narrow, strategy, unparsable=ranking.UNPARSABLE).observe(
+    pack = ranking.packing(strategy, ctx.raw_timestamps, ctx.plan.ranges)
+    ranked = ranking.with_rank(narrow, strategy, pack, unparsable=ranking.UNPARSABLE).observe(
         parsed, F.count(F.when(F.col(ranking.UNPARSABLE), F.lit(1))).alias("unparsable"))
-    winners = ranking.ranked_latest(ranked)
+    winners = ranking.ranked_latest(ranked, pack)
     if ctx.plan.cursor is None:
         return phase1.scratch_rows(winners.select(PARTITION, KEY, OFFSET), with_keys=False)
     return ranking.contest_scratch_rows(ranking.contest(winners, ctx.view_at_cursor(), strategy,
