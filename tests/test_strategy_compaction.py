@@ -109,22 +109,25 @@ def test_a_change_of_strategy_forces_a_rewrite_and_shows(spark: SparkSession, la
     assert first.strategy == "offset" and kept(lake, "s.c") == [(b"a", b"early")]
     assert current_cursor(lake, "s.c").as_json()["strategy"] == "offset"  # type: ignore[union-attr]
     topic.refresh().set_config({"compaction.strategy": "timestamp"})
-    # before the rewrite, readers still merge under the cursor's strategy (offset), never the new one
-    produce(topic, [ProducerRecord(b"a", b"older", partition=0, timestamp_ms=T0 + 5)], now_ms=T0 + 20)
-    assert TableView(lake, "s.c").get("a") == b"older"
+    # before the rewrite, readers still merge under the cursor's strategy (offset: the tail's 'oldest' wins),
+    # never under the new one (by timestamp the view's 'early' would)
+    produce(topic, [ProducerRecord(b"a", b"oldest", partition=0, timestamp_ms=T0),
+                    ProducerRecord(b"b", b"b", partition=0, timestamp_ms=T0)], now_ms=T0 + 20)
+    assert TableView(lake, "s.c").get("a") == b"oldest"
     assert describe_topic(lake.topic("s.c")).settings["compaction.strategy"] == "timestamp"
     result = compact_topic(lake, "s.c", now_ms=T0 + 30)
-    assert result.committed and result.stats.mode == "rewrite"
+    assert result.committed and result.stats.mode == "rewrite" and result.strategy == "timestamp"
     assert result.stats.rewrite_reason == "compaction.strategy changed from offset to timestamp"
     assert "compaction.strategy changed from offset to timestamp" in result.reason
-    # the view's row competes under the new strategy: 'early' (T0 + 1) loses to 'older' (T0 + 5)
-    assert kept(lake, "s.c") == [(b"a", b"older")]
+    # the view's row competes under the new strategy: 'oldest' (T0) loses to 'early' (T0 + 1)
+    assert kept(lake, "s.c") == [(b"a", b"early"), (b"b", b"b")]
+    assert TableView(lake, "s.c").get("a") == b"early"
     status = topic_status(lake, "s.c", now_ms=T0 + 40)
     assert status.cursor is not None and status.cursor["strategy"] == "timestamp"
     assert status.settings["compaction.strategy"] == "timestamp"
-    produce(topic, [ProducerRecord(b"a", b"oldest", partition=0, timestamp_ms=T0 + 2)], now_ms=T0 + 50)
+    produce(topic, [ProducerRecord(b"a", b"newer", partition=0, timestamp_ms=T0 + 5)], now_ms=T0 + 50)
     assert compact_topic(lake, "s.c", now_ms=T0 + 60).stats.mode == "incremental"
-    assert kept(lake, "s.c") == [(b"a", b"older")]
+    assert kept(lake, "s.c") == [(b"b", b"b"), (b"a", b"newer")]
 
 
 def test_delete_compact_trim_under_the_timestamp_strategy(spark: SparkSession, lake: Lake) -> None:
@@ -147,3 +150,19 @@ def test_delete_compact_trim_under_the_timestamp_strategy(spark: SparkSession, l
     assert kept(lake, "s.t") == [(b"new", b"n"), (b"old", b"o2")]
     assert TableView(lake, "s.t").to_dict() == {b"new": b"n", b"old": b"o2"}
 
+
+
+def test_a_change_of_strategy_alone_forces_a_rewrite(spark: SparkSession, lake: Lake) -> None:
+    """With no new records, a change of strategy still rewrites the view (and publishes a cursor that records
+    the new strategy): the view's rows are kept, and ranked from now on by the new one."""
+    lake.create_topic("s.a", config={"cleanup.policy": "compact"})
+    topic = lake.topic("s.a")
+    produce(topic, [ProducerRecord(b"a", b"1", partition=0, timestamp_ms=T0)], now_ms=T0)
+    compact_topic(lake, "s.a", now_ms=T0 + 1)
+    topic.refresh().set_config({"compaction.strategy": "header", "compaction.strategy.header": "v"})
+    result = compact_topic(lake, "s.a", now_ms=T0 + 2)
+    assert result.committed and result.stats.mode == "rewrite" and result.stats.records_read == 0
+    assert result.stats.rewrite_reason == "compaction.strategy changed from offset to header:v"
+    assert current_cursor(lake, "s.a").strategy.label == "header:v"  # type: ignore[union-attr]
+    assert kept(lake, "s.a") == [(b"a", b"1")]
+    assert not compact_topic(lake, "s.a", now_ms=T0 + 3).committed  # nothing changed since

@@ -124,12 +124,14 @@ def with_rank(rows: DataFrame, strategy: Strategy, pack: Packing, *, unparsable:
     return out.drop(PRESENT, RAW)
 
 
-def ranked_latest(ranked_rows: DataFrame, pack: Packing) -> DataFrame:
+def ranked_latest(ranked_rows: DataFrame, pack: Packing, *, count_unparsable: bool = False) -> DataFrame:
     """``(partition, key, offset, RANKED, VALUE)`` of each non-null key's winner among ``ranked_rows`` (columns
-    of ``with_rank``)."""
+    of ``with_rank``); ``count_unparsable`` adds ``UNPARSABLE``, how many of the key's records had an unparsable
+    strategy header (``with_rank(..., unparsable=UNPARSABLE)``)."""
+    counts = [F.count(F.when(F.col(UNPARSABLE), F.lit(1))).alias(UNPARSABLE)] if count_unparsable else []
     best = (ranked_rows.where(F.col(KEY).isNotNull())
             .groupBy(PARTITION, KEY)
-            .agg(F.max(F.col(SCORE)).alias(SCORE), F.max(OFFSET).alias(OFFSET)))
+            .agg(F.max(F.col(SCORE)).alias(SCORE), F.max(OFFSET).alias(OFFSET), *counts))
     score = F.col(SCORE)
     if pack.long:
         offset = score % F.lit(pack.span) + F.lit(pack.first)
@@ -139,7 +141,7 @@ def ranked_latest(ranked_rows: DataFrame, pack: Packing) -> DataFrame:
         offset = remainder.cast("bigint")
         value = ((score - remainder) / _shift()).cast("bigint")
     return best.select(PARTITION, KEY, F.coalesce(offset, F.col(OFFSET)).alias(OFFSET),
-                       score.isNotNull().alias(RANKED), value.alias(VALUE))
+                       score.isNotNull().alias(RANKED), value.alias(VALUE), *([UNPARSABLE] if count_unparsable else []))
 
 
 def beats_view() -> Column:

@@ -16,6 +16,7 @@ from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
 from compactor.compaction.scratch import create_scratch
 from compactor.schema import KEY, OFFSET, PARTITION
+from compactor.topics.strategy import HEADER_STRATEGY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation
@@ -44,7 +45,7 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
     ctx.settings(grouped=not ctx.layout.sliced)
     strategy = ctx.plan.settings.strategy
     narrow = ctx.raw_range().select(*phase1.NARROW_COLUMNS, *ranking.rank_inputs(strategy))
-    parsed = Observation(f"strategy_{ctx.run_id}") if not strategy.by_offset else None
+    parsed = Observation(f"strategy_{ctx.run_id}") if strategy.kind == HEADER_STRATEGY else None
     rows = _scratch_rows(ctx, narrow, parsed)
     observed = Observation(f"phase1_{ctx.run_id}")
     masks_only = F.col(KEY).isNull()
@@ -64,17 +65,19 @@ def find_winners(ctx: RunContext, catalog: Catalog) -> Winners:
 
 def _scratch_rows(ctx: RunContext, narrow: DataFrame, parsed: Observation | None) -> DataFrame:
     """The scratch rows of the range's winners: each key's latest offset under ``offset``; else its highest rank
-    (``compaction.ranking``), contested with the view's row of the key when there is a view, with the range's
-    unparsable header values counted in ``parsed``."""
+    (``compaction.ranking``), contested with the view's row of the key when there is a view, with the unparsable
+    header values of the range's keyed records counted in ``parsed``."""
     from pyspark.sql import functions as F
 
     strategy = ctx.plan.settings.strategy
-    if parsed is None:
+    if strategy.by_offset:
         return phase1.scratch_rows(phase1.latest_offsets(narrow), with_keys=ctx.plan.cursor is not None)
     pack = ranking.packing(strategy, ctx.raw_timestamps, ctx.plan.ranges)
-    ranked = ranking.with_rank(narrow, strategy, pack, unparsable=ranking.UNPARSABLE).observe(
-        parsed, F.count(F.when(F.col(ranking.UNPARSABLE), F.lit(1))).alias("unparsable"))
-    winners = ranking.ranked_latest(ranked, pack)
+    header = parsed is not None
+    ranked = ranking.with_rank(narrow, strategy, pack, unparsable=ranking.UNPARSABLE if header else None)
+    winners = ranking.ranked_latest(ranked, pack, count_unparsable=header)
+    if parsed is not None:  # counted per key by the aggregation, summed here over far fewer rows than records
+        winners = winners.observe(parsed, F.sum(ranking.UNPARSABLE).alias("unparsable"))
     if ctx.plan.cursor is None:
         return phase1.scratch_rows(winners.select(PARTITION, KEY, OFFSET), with_keys=False)
     return ranking.contest_scratch_rows(ranking.contest(winners, ctx.view_at_cursor(), strategy,
