@@ -91,10 +91,12 @@ def with_header_value(rows: DataFrame, strategy: Strategy) -> DataFrame:
     occurrence (``RAW``; null if it does not occur, or is null)."""
     if strategy.kind != HEADER_STRATEGY:
         return rows
-    matching = F.filter(F.col(HEADERS), lambda h: h["key"] == F.lit(strategy.header))
-    count = F.coalesce(F.size(matching), F.lit(0))
-    return rows.withColumn(PRESENT, count > 0).withColumn(
-        RAW, F.when(count > 0, F.element_at(matching, F.greatest(count, F.lit(1)))["value"]))
+    # the last occurrence is the first of the reversed keys; plain array functions, no lambda (Spark runs
+    # higher-order functions interpreted, several times slower per record)
+    from_end = F.coalesce(F.array_position(F.reverse(F.col(HEADERS).getField("key")), strategy.header), F.lit(0))
+    index = (F.size(F.col(HEADERS)) - from_end + F.lit(1)).cast("int")
+    return rows.withColumn(PRESENT, from_end > 0).withColumn(
+        RAW, F.when(from_end > 0, F.element_at(F.col(HEADERS).getField("value"), index)))
 
 
 def rank_value(strategy: Strategy) -> tuple[Column, Column, Column]:
