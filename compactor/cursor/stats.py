@@ -110,7 +110,7 @@ class CompactionStats(JsonResult):
 
     ``records_read``: raw records of the new range ``[H_p(C), H_p)``; ``records_kept``: rows of the compacted
     view the run published (old and new together); ``records_removed``: compacted rows removed plus range
-    records not kept; ``unparsable_strategy_values``: records of the range whose strategy header
+    records not kept; ``unparsable_strategy_values``: keyed records of the range whose strategy header
     (``compaction.strategy=header``) held no readable number. ``bytes_read``: logical bytes (key + value +
     headers) of the range; ``bytes_written``: bytes of the data and delete files the run wrote. ``mode``:
     ``first`` (no previous view), ``incremental``
