@@ -212,6 +212,13 @@ class Bench:
         return out
 
     def run(self) -> dict[str, Any]:
+        if self.args.strategy:
+            from bench.strategy_bench import run_strategy
+
+            results = {f"partitions={p}": run_strategy(self, p, self.args.strategy) for p in self.args.partitions}
+            self.spark.stop()
+            return {"machine": {"cores": self.args.cores, "driver_memory": self.args.driver_memory},
+                    "append_share": self.args.append_share, "results": results, "parallelism": self.parallelism()}
         results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
         self.spark.stop()  # the event log is complete once the application ends
         return {"machine": {"cores": self.args.cores, "driver_memory": self.args.driver_memory},
@@ -231,6 +238,8 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--strategy", choices=["timestamp", "header"],
+                        help="compare this compaction.strategy with offset on the same records (bench.strategy_bench)")
     parser.add_argument("--workdir", default="bench/data/compaction")
     parser.add_argument("--out", default="bench/results/compaction.json")
     args = parser.parse_args()
@@ -238,8 +247,8 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    summary = {name: {"seconds": r["seconds"], "ratios": r["ratios"], "history": r["history_incremental_seconds"],
-                      "forced_layouts": r["forced_layouts_full_seconds"]} for name, r in result["results"].items()}
+    summary = {name: {"seconds": r["seconds"], "ratios": r["ratios"], "history": r.get("history_incremental_seconds"),
+                      "forced_layouts": r.get("forced_layouts_full_seconds")} for name, r in result["results"].items()}
     print(json.dumps({"summary": summary, "parallelism": {k: v["largest_task_share"] for k, v in
                                                           result["parallelism"].items()}}, indent=2))
 

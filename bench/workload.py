@@ -31,6 +31,10 @@ class Workload:
     null_key_share: float = 0.01
     batch_records: int = 500_000
     seed: int = 1
+    # "" (the standard workload), or for the strategy benchmark: "timestamp" (timestamps shuffled over the
+    # whole log, so later offsets often carry older times) or "header" (a "version" header, 8 bytes big-endian,
+    # drawn at random: later offsets often carry lower versions)
+    shuffled: str = ""
 
 
 def _batch(rng: np.random.Generator, w: Workload, partition: int, first_offset: int, count: int,
@@ -48,12 +52,28 @@ def _batch(rng: np.random.Generator, w: Workload, partition: int, first_offset: 
     values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w.value_bytes), count, [None, pa.py_buffer(raw_values)])
     values = pc.if_else(pa.array(tombstone), pa.nulls(count, pa.binary()), values.cast(pa.binary()))
     offsets = np.arange(first_offset, first_offset + count, dtype=np.int64)
-    return pa.table({
+    stamps = BASE_TIME_MS + offsets * 10 + partition
+    if w.shuffled == "timestamp":
+        stamps = BASE_TIME_MS + rng.integers(0, w.records * 10, count)
+    columns = {
         "key": keys.cast(pa.large_binary()),
         "value": values.cast(pa.large_binary()),
         "partition": pa.array(np.full(count, partition, np.int32)),
-        "timestamp_ms": pa.array(BASE_TIME_MS + offsets * 10 + partition),
-    })
+        "timestamp_ms": pa.array(stamps),
+    }
+    if w.shuffled == "header":
+        columns["headers"] = version_headers(rng.integers(0, 1 << 40, count))
+    return pa.table(columns)
+
+
+def version_headers(versions: np.ndarray) -> pa.Array:
+    """One ``version`` header per record, its value 8 bytes big-endian (Kafka's ``LongSerializer``)."""
+    count = len(versions)
+    data = versions.astype(">i8").tobytes()
+    values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), count, [None, pa.py_buffer(data)]).cast(pa.binary())
+    names = pa.array(["version"] * count, pa.string())
+    entries = pa.StructArray.from_arrays([names, values], names=["key", "value"])
+    return pa.ListArray.from_arrays(pa.array(np.arange(count + 1, dtype=np.int32)), entries)
 
 
 def append(topic: Topic, w: Workload, records: int, seed: int) -> None:

@@ -21,6 +21,13 @@ README's "Readers" section for the trade-off).
 
 Iteration (``items``/``keys``/``values``) streams one partition at a time; memory holds the tail's keys of
 one partition, never the compacted view.
+
+Under ``compaction.strategy`` ``timestamp`` or ``header`` the latest record is the one of highest rank
+(``topics.strategy``), not of highest offset: a look-up then reads the key's records in the tail AND in the
+compacted view and keeps the highest-ranked (the view's row beats a tail record that ranks lower), and
+iteration ranks the tail's records per key and lets each compacted row compete with its key's best. The
+strategy is the pinned cursor's (the one its view was built with; the topic's setting before any cursor), so
+a view is never merged with its tail under another strategy than the one that built it.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from compactor.errors import InputError
 from compactor.topics.naming import TopicName
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import Record
+from compactor.topics.strategy import Rank, Strategy
 from readers.batches import batch_to_records, to_topic_schema
 from readers.pinned import Segment
 from readers.reader import TopicReader
@@ -70,6 +78,11 @@ class TableView:
         self.reader = TopicReader(lake, topic, read_compacted=True, as_of_cursor=as_of_cursor, now_ms=now_ms)
         self.key_partitioned = key_partitioned
         self.last_lookup = LookupStats()
+        cursor = self.reader.cursor
+        self.strategy: Strategy = cursor.strategy if cursor is not None else self.reader.topic.settings.strategy
+
+    def _rank(self, record: Record) -> Rank:
+        return self.strategy.rank(record.offset, record.timestamp_ms, record.headers)
 
     @property
     def partitions(self) -> int:
@@ -93,7 +106,7 @@ class TableView:
         found = [r for r in (self._latest_in_partition(raw_key, p) for p in candidates) if r is not None]
         if not found:
             return None
-        newest = max(found, key=lambda r: (r.timestamp_ms, r.partition))
+        newest = max(found, key=lambda r: (self._rank(r)[:2], r.timestamp_ms, r.partition))
         return None if newest.value is None else newest
 
     def get(self, key: bytes | str, partition: int | None = None) -> bytes | None:
@@ -105,17 +118,18 @@ class TableView:
         return isinstance(key, bytes | str) and self.get_record(key) is not None
 
     def _latest_in_partition(self, key: bytes, partition: int) -> Record | None:
-        """The highest-offset record of ``key`` in ``partition`` (tombstones included)."""
+        """The winning record of ``key`` in ``partition`` (tombstones included): the highest offset, or under
+        another strategy the highest rank."""
         match = EqualTo(term=Reference(ts.KEY), value=key)
+        latest: Record | None = None
         for segment in reversed(self.reader.segments(partition)):  # the tail first: it is newer
-            latest: Record | None = None
             for batch in self._matching(segment, match):
                 for record in batch_to_records(batch):
-                    if record.key == key and (latest is None or record.offset > latest.offset):
+                    if record.key == key and (latest is None or self._rank(record) > self._rank(latest)):
                         latest = record
-            if latest is not None:
-                return latest
-        return None
+            if latest is not None and self.strategy.by_offset:
+                return latest  # nothing older can win
+        return latest
 
     def _matching(self, segment: Segment, match: EqualTo) -> Iterator[pa.RecordBatch]:
         reader, tasks = self.reader.plan_segment(segment, None, match)
@@ -150,6 +164,9 @@ class TableView:
         return {key: record.value for key, record in self.items()}
 
     def _partition_items(self, partition: int) -> Iterator[tuple[bytes, Record]]:
+        if not self.strategy.by_offset:
+            yield from self._ranked_partition_items(partition)
+            return
         segments = self.reader.segments(partition)
         tail = [s for s in segments if not s.compacted]
         compacted = [s for s in segments if s.compacted]
@@ -174,6 +191,33 @@ class TableView:
             for batch in self.reader.segment_batches(segment):
                 offsets = batch.column(ts.OFFSET).cast(pa.int64())
                 keep = pc.and_(pc.is_in(offsets, value_set=tail_latest), pc.is_valid(batch.column(ts.VALUE)))
+                yield from self._records(batch.filter(pc.fill_null(keep, False)))
+
+    def _ranked_partition_items(self, partition: int) -> Iterator[tuple[bytes, Record]]:
+        """``_partition_items`` under ``timestamp`` or ``header``: the tail's best record per key competes with
+        the key's compacted row (which wins only when it ranks higher, offsets aside)."""
+        segments = self.reader.segments(partition)
+        best: dict[bytes, tuple[Rank, int]] = {}  # the tail's winner per key: its rank and offset
+        for segment in (s for s in segments if not s.compacted):
+            for batch in self.reader.segment_batches(segment):  # whole rows: the rank reads headers or time
+                for record in batch_to_records(to_topic_schema(batch)):
+                    held = best.get(record.key) if record.key is not None else None
+                    if record.key is not None and (held is None or self._rank(record) > held[0]):
+                        best[record.key] = (self._rank(record), record.offset)
+        for segment in (s for s in segments if s.compacted):
+            for batch in self.reader.segment_batches(segment):
+                for key, record in self._records(batch):
+                    challenger = best.get(key)
+                    if challenger is not None and challenger[0][:2] < self._rank(record)[:2]:
+                        del best[key]  # the compacted row outranks the tail
+                        challenger = None
+                    if challenger is None and record.value is not None:
+                        yield key, record
+        winners = pa.array(sorted(offset for _, offset in best.values()), pa.int64())
+        for segment in (s for s in segments if not s.compacted):
+            for batch in self.reader.segment_batches(segment):
+                offsets = batch.column(ts.OFFSET).cast(pa.int64())
+                keep = pc.and_(pc.is_in(offsets, value_set=winners), pc.is_valid(batch.column(ts.VALUE)))
                 yield from self._records(batch.filter(pc.fill_null(keep, False)))
 
     @staticmethod

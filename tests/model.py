@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from compactor.topics.records import Record
+from compactor.topics.strategy import Rank, Strategy
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,11 @@ class ModelSettings:
     null_key: str = "drop"
     delete_retention_ms: int = 86_400_000
     min_lag_ms: int = 0
+    strategy: Strategy = field(default_factory=Strategy)
+
+    def rank(self, record: Record) -> Rank:
+        """The record's rank under the strategy (``compaction.strategy``): the highest wins."""
+        return self.strategy.rank(record.offset, record.timestamp_ms, record.headers)
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,17 @@ class TopicModel:
         for p in range(self.partitions):
             for r in self.log[p][previous[p]:horizons[p]]:
                 if r.key is not None:
-                    latest[(p, r.key)] = r  # later offsets overwrite: latest wins
+                    current = latest.get((p, r.key))
+                    if current is None or settings.rank(r) > settings.rank(current):
+                        latest[(p, r.key)] = r  # under offset, later offsets overwrite: latest wins
+        # a range winner that ranks below the compacted row of its key loses to it (offsets aside: the compacted
+        # row's offset is always lower); the compacted rows compete whatever else this run removes
+        compacted = {(row.record.partition, row.record.key): row.record for row in rows.values()
+                     if row.record.key is not None}
+        for position, winner in list(latest.items()):
+            held = compacted.get(position)
+            if held is not None and settings.rank(winner)[:2] < settings.rank(held)[:2]:
+                del latest[position]
         # superseded compacted rows go
         for key, row in list(rows.items()):
             rec = row.record
@@ -92,7 +108,7 @@ class TopicModel:
                 if r.key is None:
                     if settings.null_key == "retain":
                         rows[(p, r.offset)] = CompactedRow(r, None)
-                elif latest[(p, r.key)].offset == r.offset:
+                elif (p, r.key) in latest and latest[(p, r.key)].offset == r.offset:
                     if r.is_tombstone:
                         horizon = now_ms + settings.delete_retention_ms
                         if now_ms < horizon:

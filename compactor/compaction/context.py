@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from compactor.compaction.execution import Layout, apply_settings, read_table
 from compactor.compaction.plan import CompactionPlan
 from compactor.progress import Progress
-from compactor.schema import KEY
+from compactor.schema import DELETE_HORIZON, KEY, PARTITION, RECORD_BYTES
 from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 
@@ -36,6 +36,8 @@ class RunContext:
     progress: Progress
     scratch: str | None = None      # the phase-1 scratch table, once phase 1 created it
     timings: dict[str, int] = field(default_factory=dict)
+    unparsable: int = 0             # phase 1: header values of the range that are no number (header strategy)
+    raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
 
     @property
     def stage_identifier(self) -> str:
@@ -84,6 +86,22 @@ class RunContext:
         if not self.plan.ranges:
             return None
         return self._scratch().where(F.col(KEY).isNotNull())
+
+    def contested_positions(self) -> DataFrame | None:
+        """The compacted rows phase 1's contest found superseded (``compaction.ranking.contest``), as the delete
+        pass writes them (partition, key, delete horizon, record bytes, ``_file``, ``_pos``); ``None`` when the
+        pass must classify the whole view instead: under ``offset``, or when expired tombstones, keyless rows
+        or a trim go as well."""
+        from pyspark.sql import functions as F
+
+        from compactor.compaction.scratch import FILE_PATH, POS
+
+        plan = self.plan
+        if (plan.settings.strategy.by_offset or plan.cursor is None or not plan.ranges or plan.purge_expired
+                or plan.purge_keyless or plan.trim_before_ms is not None):
+            return None
+        return self._scratch().where(F.col(FILE_PATH).isNotNull()).select(
+            PARTITION, KEY, DELETE_HORIZON, RECORD_BYTES, F.col(FILE_PATH).alias("_file"), F.col(POS).alias("_pos"))
 
     def kept_range_rows(self, read: Observation) -> DataFrame:
         """The new range's rows the view keeps (``phase2.new_view_rows``); the raw rows read are counted in

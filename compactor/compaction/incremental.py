@@ -58,11 +58,13 @@ def _delete_pass(ctx: RunContext, config: LakeConfig) -> tuple[ViewStats, list[D
 
     started = ctx.started()
     ctx.progress.phase("phase 2 deletes", "finding the compacted rows this run removes (narrow columns)")
-    classified = ctx.classified_view(with_positions=True)
+    contested = ctx.contested_positions()  # a strategy other than offset: phase 1 found them
+    doomed = (contested if contested is not None
+              else ctx.classified_view(with_positions=True).where(F.col(phase2.DOOMED)))
     observed = Observation(f"doomed_{ctx.run_id}")
     location = f"{ctx.view_location.rstrip('/')}/data/compactor-deletes/{ctx.run_id}"
     with job_description(ctx.spark, f"compactor {ctx.name}: phase 2 (position deletes)"):
-        write_position_deletes(classified.where(F.col(phase2.DOOMED)).observe(
+        write_position_deletes(doomed.observe(
             observed, *phase2.view_stats_columns("doomed_", minimums=False)), location)
     removed = ViewStats.from_metrics(observed.get, "doomed_")
     files = collect_delete_files(config, location) if removed.rows else []

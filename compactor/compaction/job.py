@@ -36,7 +36,7 @@ from compactor.compaction.horizons import RawSnapshotView, compute_horizons
 from compactor.compaction.incremental import write_incremental
 from compactor.compaction.lease import RunLease, live_runs
 from compactor.compaction.outcome import Phase2Result, RunFigures, build_cursor
-from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons
+from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons, timestamp_bounds
 from compactor.compaction.publish import mirror_cursor, publish_cursor
 from compactor.compaction.rewrite import write_rewrite
 from compactor.compaction.scratch import drop_scratch, drop_stale_scratch
@@ -85,6 +85,7 @@ class CompactionResult(JsonResult):
     reason: str = ""
     previous_cursor: int | None = None
     attempts: int = 1
+    strategy: str = "offset"
 
 
 class TwoPhaseCompactor:
@@ -106,6 +107,7 @@ class TwoPhaseCompactor:
         self.force_rewrite = force_rewrite
         self.trim_before_ms = trim_before_ms
         self.forced_layout = layout
+        self.raw_timestamps: tuple[int, int] | None = None  # the range files' timestamp bounds (``_layout``)
         self.progress = Progress("compact", str(self.name), listener=listener)
 
     def run(self) -> CompactionResult:
@@ -152,7 +154,7 @@ class TwoPhaseCompactor:
                 result = write_rewrite(ctx) if plan.rewrite_reason else write_incremental(ctx, self.lake.config)
             failpoints.hit("after-write")
             self._check_density(plan, result)
-            if not plan.ranges and result.survivors.rows == plan.view.rows:
+            if not plan.ranges and not plan.strategy_changed and result.survivors.rows == plan.view.rows:
                 # only a pass for expired tombstones, keyless rows or a trim, and it found none (the minimums
                 # it planned on are lower bounds): the compacted rows did not change, so nothing is published
                 return self._not_committed(plan.cursor, plan.raw_snapshot_id,
@@ -167,7 +169,8 @@ class TwoPhaseCompactor:
             mirror_cursor(topic, snapshot_id, cursor)
             self._summary(snapshot_id, cursor.stats)
             return CompactionResult(True, str(self.name), snapshot_id, plan.raw_snapshot_id, cursor.horizons_dict(),
-                                    self.now_ms, cursor.stats, "compacted", previous)
+                                    self.now_ms, cursor.stats, plan.published_reason, previous,
+                                    strategy=plan.settings.strategy.label)
         finally:
             if ctx.scratch is not None:
                 drop_scratch(self.lake.catalog, self.lake.config, ctx.scratch)
@@ -188,7 +191,7 @@ class TwoPhaseCompactor:
         with translate_storage_errors(f"creating the staging branch of {self.name}"):
             create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
         return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,
-                          view_table.metadata.location, self.progress)
+                          view_table.metadata.location, self.progress, raw_timestamps=self.raw_timestamps)
 
     # --- the plan (pyiceberg only) ----------------------------------------------------------------------
 
@@ -235,6 +238,7 @@ class TwoPhaseCompactor:
             raw_files = topic.raw_files(plan.raw_snapshot_id, ranges(plan.ranges)) if plan.ranges else []
             view_files = ([t.file for t in view_table.scan(snapshot_id=plan.cursor.snapshot_id).plan_files()]
                           if plan.cursor is not None and plan.removes_view_rows else [])
+        self.raw_timestamps = timestamp_bounds(raw_files)
         view_rows: dict[int, int] = {}
         for data_file in view_files:
             partition = int(data_file.partition[0])
@@ -256,7 +260,8 @@ class TwoPhaseCompactor:
                 ctx: RunContext) -> Cursor:
         with translate_storage_errors(f"reading the staging branch of {self.name}"):
             table = self.lake.catalog.load_table(self.name.compacted_identifier)
-        figures = RunFigures(ctx.run_id, ctx.layout.kind, ctx.layout.slots, self.progress.elapsed_ms(), ctx.timings)
+        figures = RunFigures(ctx.run_id, ctx.layout.kind, ctx.layout.slots, self.progress.elapsed_ms(), ctx.timings,
+                             ctx.unparsable)
         return build_cursor(plan, result, table, ctx.stage, raw, topic.properties, figures)
 
     def _not_committed(self, cursor: Cursor | None, raw_snapshot_id: int | None, reason: str) -> CompactionResult:

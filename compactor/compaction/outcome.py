@@ -52,6 +52,7 @@ class RunFigures:
     slots: int
     duration_ms: int
     durations_ms: Mapping[str, int]
+    unparsable: int = 0
 
 
 def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table, stage: str, raw: RawSnapshotView,
@@ -74,7 +75,7 @@ def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table,
         bytes_read=sum(max(a - b, 0) for a, b in zip(at_horizon, at_previous, strict=True)),
         bytes_written=written + sum(f.size_bytes for f in deletes),
         duration_ms=run.duration_ms, mode=plan.mode, rewrite_reason=plan.rewrite_reason, layout=run.layout,
-        slots=run.slots, durations_ms=dict(run.durations_ms),
+        slots=run.slots, durations_ms=dict(run.durations_ms), unparsable_strategy_values=run.unparsable,
         view_position_deletes=int(summary.get("total-position-deletes", 0) or 0) + sum(f.record_count for f in deletes),
         view_data_files=int(summary.get("total-data-files", 0) or 0),
         view_delete_files=int(summary.get("total-delete-files", 0) or 0) + len(deletes),

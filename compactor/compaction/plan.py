@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from compactor.cursor import Cursor, ViewStats
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
+from compactor.topics.strategy import Strategy
+from compactor.topics.topic import RawFile
 
 # The view is rewritten whole (instead of deletes + appends) when position-deleted rows reach this share of
 # its live rows, or when it has this many data files per partition.
@@ -39,6 +41,7 @@ class CompactionPlan:
     purge_keyless: bool                # the view holds keyless rows and the setting is now drop
     rewrite_reason: str | None         # why the view is written afresh (None: deletes plus appends)
     trim_before_ms: int | None = None  # delete,compact retention: remove compacted rows older than this
+    strategy_changed: bool = False     # the cursor was built under another compaction.strategy: rewrite
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
@@ -60,12 +63,18 @@ class CompactionPlan:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.ranges) or self.purge_expired or self.purge_keyless or self.trim_before_ms is not None
+        return (bool(self.ranges) or self.purge_expired or self.purge_keyless or self.trim_before_ms is not None
+                or self.strategy_changed)
 
     @property
     def removes_view_rows(self) -> bool:
         """Whether compacted rows at ``C`` may be removed (superseded, expired, keyless, trimmed)."""
         return self.cursor is not None and self.has_work
+
+    @property
+    def published_reason(self) -> str:
+        """A published run's reason: ``compacted``, and why the view was rewritten after a strategy change."""
+        return f"compacted; view rewritten: {self.rewrite_reason}" if self.strategy_changed else "compacted"
 
     @property
     def mode(self) -> str:
@@ -77,6 +86,15 @@ class CompactionPlan:
         return "incremental" if self.rewrite_reason is None else "rewrite"
 
 
+def timestamp_bounds(files: Sequence[RawFile]) -> tuple[int, int] | None:
+    """The smallest and largest timestamp (µs) of ``files`` from their statistics; ``None`` if any lacks them."""
+    lows = [f.min_timestamp_us for f in files]
+    highs = [f.max_timestamp_us for f in files]
+    if not files or any(v is None for v in lows + highs):
+        return None
+    return min(v for v in lows if v is not None), max(v for v in highs if v is not None)
+
+
 def previous_horizons(cursor: Cursor | None, log_starts: Sequence[int]) -> tuple[int, ...]:
     """Where each partition's new range starts: ``H_p(C)``, or the log start before any compaction or where
     retention removed records past the horizon (SEMANTICS section 4, "Policy changes")."""
@@ -85,10 +103,24 @@ def previous_horizons(cursor: Cursor | None, log_starts: Sequence[int]) -> tuple
     return tuple(max(h, s) for h, s in zip(cursor.horizons, log_starts, strict=True))
 
 
-def rewrite_reason(cursor: Cursor | None, partitions: int, *, requested: bool) -> str | None:
+def strategy_change(cursor: Cursor | None, settings: TopicSettings) -> str | None:
+    """Why the view must be rewritten for a change of ``compaction.strategy`` since ``cursor``, or ``None``."""
+    if cursor is None:
+        return None
+    built = Strategy.from_settings(cursor.settings)
+    if built == settings.strategy:
+        return None
+    return f"compaction.strategy changed from {built.label} to {settings.strategy.label}"
+
+
+def rewrite_reason(cursor: Cursor | None, partitions: int, *, requested: bool,
+                   settings: TopicSettings | None = None) -> str | None:
     """Why this run rewrites the view whole, or ``None`` to delete and append (the first run only appends)."""
     if cursor is None:
         return None
+    changed = strategy_change(cursor, settings) if settings is not None else None
+    if changed:
+        return changed
     if requested:
         return "requested"
     deleted = cursor.stats.view_position_deletes
@@ -124,6 +156,7 @@ def make_plan(*, raw_snapshot_id: int | None, cursor: Cursor | None, offsets: Pa
         log_starts=tuple(offsets.log_start_offsets),
         purge_expired=purge_expired,
         purge_keyless=purge_keyless,
-        rewrite_reason=rewrite_reason(cursor, offsets.partitions, requested=force_rewrite),
+        rewrite_reason=rewrite_reason(cursor, offsets.partitions, requested=force_rewrite, settings=settings),
         trim_before_ms=trim,
+        strategy_changed=strategy_change(cursor, settings) is not None,
     )

@@ -20,13 +20,13 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField
+from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField, StringType
 
 from compactor.compaction.lease import LiveRuns, run_id_of
 from compactor.config import LakeConfig
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, drop_stale_tables
-from compactor.schema import COMPACTED_SUFFIX, KEY, PARTITION, TOPIC_PARTITION_SPEC
+from compactor.schema import COMPACTED_SUFFIX, DELETE_HORIZON, KEY, PARTITION, RECORD_BYTES, TOPIC_PARTITION_SPEC
 from compactor.topics.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,17 @@ SCRATCH_SCHEMA = Schema(
     NestedField(3, MASK, LongType(), required=False),
     NestedField(4, KEY, BinaryType(), required=False),
 )
+# Under a compaction.strategy other than offset, a run with a view also keeps, on each winning key's row, the
+# position and bookkeeping of the compacted row it supersedes (found by phase 1's contest with the view), so
+# the delete pass needs no second pass over the view (``compaction.ranking``).
+FILE_PATH, POS = "file_path", "pos"
+CONTEST_SCHEMA = Schema(
+    *SCRATCH_SCHEMA.fields,
+    NestedField(5, FILE_PATH, StringType(), required=False),
+    NestedField(6, POS, LongType(), required=False),
+    NestedField(7, DELETE_HORIZON, LongType(), required=False),
+    NestedField(8, RECORD_BYTES, LongType(), required=False),
+)
 SCRATCH_PROPERTIES = {"format-version": "2", "write.distribution-mode": "none",
                       "write.parquet.compression-codec": "zstd"}
 
@@ -48,12 +59,14 @@ def scratch_identifier(name: TopicName, now_ms: int, run_id: str) -> str:
     return f"{name.compacted_identifier}__run_{now_ms}_{run_id}"
 
 
-def create_scratch(catalog: Catalog, name: TopicName, view_location: str, now_ms: int, run_id: str) -> str:
-    """Create the run's scratch table (empty); returns its identifier."""
+def create_scratch(catalog: Catalog, name: TopicName, view_location: str, now_ms: int, run_id: str, *,
+                   contest: bool = False) -> str:
+    """Create the run's scratch table (empty; ``contest``: with the superseded rows' columns); returns its
+    identifier."""
     identifier = scratch_identifier(name, now_ms, run_id)
     location = f"{view_location.rstrip('/')}/scratch/{now_ms}_{run_id}"
     with translate_storage_errors(f"creating the phase-1 table of {name}"):
-        catalog.create_table(identifier, schema=SCRATCH_SCHEMA, location=location,
+        catalog.create_table(identifier, schema=CONTEST_SCHEMA if contest else SCRATCH_SCHEMA, location=location,
                              partition_spec=TOPIC_PARTITION_SPEC, properties=SCRATCH_PROPERTIES)
     return identifier
 

@@ -44,6 +44,7 @@ from compactor.properties import (
     CURSOR_VERSION,
     CURSOR_VIEW,
 )
+from compactor.topics.strategy import Strategy
 
 MAIN = "main"
 TAG_PREFIX = "cursor-"
@@ -74,6 +75,11 @@ class Cursor:
     def partitions(self) -> int:
         return len(self.horizons)
 
+    @property
+    def strategy(self) -> Strategy:
+        """The ``compaction.strategy`` this cursor's view was built with (``offset`` for older cursors)."""
+        return Strategy.from_settings(self.settings)
+
     def horizons_dict(self) -> dict[str, int]:
         return {str(p): h for p, h in enumerate(self.horizons)}
 
@@ -88,6 +94,7 @@ class Cursor:
             "run_time_ms": self.now_ms,
             "previous_cursor": self.previous,
             "settings": self.settings,
+            "strategy": self.strategy.label,
             "stats": self.stats.as_json(),
             "view": self.view.as_json(),
         }

@@ -110,8 +110,10 @@ class CompactionStats(JsonResult):
 
     ``records_read``: raw records of the new range ``[H_p(C), H_p)``; ``records_kept``: rows of the compacted
     view the run published (old and new together); ``records_removed``: compacted rows removed plus range
-    records not kept. ``bytes_read``: logical bytes (key + value + headers) of the range; ``bytes_written``:
-    bytes of the data and delete files the run wrote. ``mode``: ``first`` (no previous view), ``incremental``
+    records not kept; ``unparsable_strategy_values``: keyed records of the range whose strategy header
+    (``compaction.strategy=header``) held no readable number. ``bytes_read``: logical bytes (key + value +
+    headers) of the range; ``bytes_written``: bytes of the data and delete files the run wrote. ``mode``:
+    ``first`` (no previous view), ``incremental``
     (position deletes plus appended rows), ``rewrite`` (the whole view written afresh, ``rewrite_reason`` says
     why), ``trim`` (a retention trim under ``delete,compact``) or ``none`` (nothing was published).
     """
@@ -137,6 +139,7 @@ class CompactionStats(JsonResult):
     view_data_files: int = 0
     view_delete_files: int = 0
     durations_ms: dict[str, int] = field(default_factory=dict)
+    unparsable_strategy_values: int = 0
 
     @classmethod
     def of_run(cls, *, before: ViewStats, survivors: ViewStats, appended: ViewStats, records_read: int,

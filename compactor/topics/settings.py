@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compactor.errors import InvalidSettingError
+from compactor.topics.strategy import HEADER_SETTING, STRATEGY_SETTING, Strategy, parse_header_name, parse_strategy
 
 LONG_MAX = 9223372036854775807
 
@@ -118,6 +119,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "current within this long, capped by raw.snapshot.window.count"),
     SettingSpec("raw.snapshot.window.count", "raw_snapshot_window_count", "1000", _long(0, 100_000),
                 "at most this many raw snapshots before the current one stay readable by Iceberg's own readers"),
+    SettingSpec(STRATEGY_SETTING, "compaction_strategy", "offset", parse_strategy,
+                "which record of a key wins: 'offset' (latest), 'timestamp' or 'header' (KIP-280)"),
+    SettingSpec(HEADER_SETTING, "compaction_strategy_header", "", parse_header_name,
+                "under compaction.strategy=header: the header whose value (8-byte big-endian or decimal) wins"),
 )
 SPECS_BY_NAME: dict[str, SettingSpec] = {spec.name: spec for spec in SETTINGS}
 SPECS_BY_PROPERTY: dict[str, SettingSpec] = {spec.stored_as: spec for spec in SETTINGS}
@@ -143,6 +148,8 @@ class TopicSettings:
     expire_min_snapshots_to_keep: int
     raw_snapshot_window_ms: int
     raw_snapshot_window_count: int
+    compaction_strategy: str = "offset"
+    compaction_strategy_header: str = ""
 
     @property
     def compacts(self) -> bool:
@@ -159,6 +166,11 @@ class TopicSettings:
     @property
     def retain_null_keys(self) -> bool:
         return self.compaction_null_key == NULL_KEY_RETAIN
+
+    @property
+    def strategy(self) -> Strategy:
+        """Which record of a key wins (``topics.strategy``)."""
+        return Strategy(self.compaction_strategy, self.compaction_strategy_header)
 
     @classmethod
     def defaults(cls) -> TopicSettings:
@@ -181,6 +193,7 @@ class TopicSettings:
                 f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
+        Strategy.of(self.compaction_strategy, self.compaction_strategy_header)
 
     def as_kafka_dict(self) -> dict[str, str]:
         """Every setting under its Kafka name, rendered as it would be stored."""
