@@ -139,9 +139,15 @@ class Consumer(PositionsMixin):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            self._wake.wait(min(sleep_ms / 1000, remaining))
+            if self._wake.wait(min(sleep_ms / 1000, remaining)):
+                self._wake.clear()
+                return []  # woken (``wakeup`` or ``close``)
             sleep_ms = min(sleep_ms * 2, self.backoff_ms[1])
         return []
+
+    def wakeup(self) -> None:
+        """Make a poll that is waiting return now (with nothing), from another thread or a signal handler."""
+        self._wake.set()
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[Record]:
         """Records (as ``TopicReader`` returns them), like ``poll_batches``; ``topic_of`` names their topic."""

@@ -211,9 +211,15 @@ class GroupStore:
                                                GROUPS.c.last_commit_ms < cutoff, not_(live))
         with translate_storage_errors("expiring consumer groups"), self.engine.connect() as conn:
             names = list(conn.execute(query).scalars().all())
-        for name in names:
-            self.delete(name)
-        return names
+        expired = []
+        for name in names:  # each removal re-checks the condition: a commit in between keeps the group
+            with translate_storage_errors(f"expiring group {name}"), self.engine.begin() as conn:
+                if conn.execute(delete(GROUPS).where(self._group(GROUPS, name), GROUPS.c.last_commit_ms < cutoff,
+                                                     not_(live))).rowcount:
+                    conn.execute(delete(MEMBERS).where(self._group(MEMBERS, name)))
+                    conn.execute(delete(PARTITIONS).where(self._group(PARTITIONS, name)))
+                    expired.append(name)
+        return expired
 
     def commit_count(self) -> int:
         """How many position rows the lake holds (for people and benches)."""
