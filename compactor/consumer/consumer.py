@@ -21,7 +21,7 @@ from compactor.clock import wall_clock_ms
 from compactor.consumer.fetch import Fetch, MetadataWatch, open_fetch
 from compactor.consumer.positions import PositionsMixin
 from compactor.consumer.starts import OffsetReset, check_policy, resolve_start
-from compactor.errors import InputError
+from compactor.errors import InputError, SnapshotExpiredError
 from compactor.groups import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -179,7 +179,11 @@ class Consumer(PositionsMixin):
                     fetch = self._open(topic, marks[topic])
                     if fetch is None:
                         break
-                batch = fetch.take(limit)
+                try:
+                    batch = fetch.take(limit)
+                except SnapshotExpiredError:  # pinned longer than the reader lease: re-open from the positions
+                    self.fetches.pop(topic, None)
+                    continue
                 self._advance(topic, fetch)
                 if batch is None:
                     break

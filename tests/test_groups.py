@@ -1,0 +1,141 @@
+"""Consumer groups (SEMANTICS section 7): one live owner per partition under leases, rebalancing, fenced
+commits, clean close, expiry; on SQLite and PostgreSQL catalogs. In-process members with a test clock."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from compactor import Consumer, TopicPartition
+from compactor.cleaner import Cleaner
+from compactor.errors import NotOwnerError
+from compactor.groups import GroupStore, Membership
+from compactor.lake import Lake
+from tests.backends import Backend
+from tests.consumers import FakeClock, produce_keys
+
+T = "shop.orders"
+TP0, TP1 = TopicPartition(T, 0), TopicPartition(T, 1)
+
+
+def member(lake: Lake, clock: FakeClock, member_id: str, **kwargs: object) -> Consumer:
+    return Consumer(lake, T, group="g", clock=clock, member_id=member_id, session_timeout_ms=10_000,
+                    heartbeat_interval_ms=1_000, **kwargs)
+
+
+def test_members_share_partitions_and_rebalance_when_one_joins_or_leaves(lake: Lake) -> None:
+    lake.create_topic(T, partitions=2)
+    clock = FakeClock()
+    a = member(lake, clock, "a")
+    assert a.assignment() == [TP0, TP1]
+    b = member(lake, clock, "b")
+    assert b.assignment() == []  # a still owns both until it hears of b
+    clock.advance(1_000)
+    a.poll()
+    b.poll()
+    assert (a.assignment(), b.assignment()) == ([TP0], [TP1])
+    b.close()  # a clean close releases at once: no need to wait for the lease
+    clock.advance(1_000)
+    a.poll()
+    assert a.assignment() == [TP0, TP1]
+    a.close()
+
+
+def test_a_member_whose_lease_expired_is_fenced_and_its_uncommitted_records_come_again(lake: Lake) -> None:
+    lake.create_topic(T, partitions=1)
+    produce_keys(lake, T, ["a", "b", "c"])
+    clock = FakeClock()
+    slow = member(lake, clock, "a")
+    assert [r.offset for r in slow.poll(max_records=1)] == [0]
+    slow.commit()
+    assert [r.offset for r in slow.poll(max_records=1)] == [1]  # not committed
+    clock.advance(10_001)  # slow stops polling past session.timeout.ms
+    other = member(lake, clock, "b")
+    assert other.assignment() == [TP0]
+    with pytest.raises(NotOwnerError, match="not the owner"):
+        slow.commit()
+    assert [r.offset for r in other.poll()] == [1, 2]
+    assert other.committed() == {TP0: 1}  # the fenced commit changed nothing
+    other.commit()
+    clock.advance(1_000)
+    assert slow.poll() == []  # re-joined, owns nothing: other holds the only partition
+    assert slow.assignment() == []
+    other.close()
+    slow.close()
+
+
+def test_two_members_racing_never_own_a_partition_together(lake: Lake) -> None:
+    lake.create_topic(T, partitions=4)
+    store = GroupStore(lake)
+    subscriptions = {T: 4}
+    members = [Membership(store, "g", subscriptions, session_timeout_ms=50, member_id=f"m{i}") for i in range(2)]
+    clock_ms = [1_000_000]
+    lock = threading.Lock()
+    seen_overlap: list[tuple[object, ...]] = []
+    errors: list[BaseException] = []
+
+    def run(m: Membership, seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(40):
+                with lock:
+                    clock_ms[0] += rng.choice([0, 1, 10, 60])  # sometimes past the 50 ms lease
+                    now = clock_ms[0]
+                m.heartbeat(now)
+                if rng.random() < 0.1:
+                    m.leave()
+        except BaseException as exc:
+            errors.append(exc)
+
+    def check() -> None:
+        for _ in range(60):
+            for row in store.partitions("g"):
+                holders = [m.member_id for m in members if m.owned.get(row.topic_partition) == row.owner_epoch]
+                if len(holders) > 1 or (holders and holders != [row.owner]):
+                    seen_overlap.append((row.partition, *holders))
+
+    threads = [threading.Thread(target=run, args=(m, i)) for i, m in enumerate(members)]
+    threads.append(threading.Thread(target=check))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    assert not seen_overlap  # at no time did two members hold the same partition under its current epoch
+    rows = store.partitions("g")
+    assert len(rows) == 4 and all(r.owner in (None, "m0", "m1") for r in rows)
+
+
+def test_commit_and_fencing_on_each_catalog_backend(backend: Backend) -> None:
+    lake = backend.lake
+    lake.create_topic(T, partitions=2)
+    produce_keys(lake, T, ["a", "b"], partition=0)
+    clock = FakeClock()
+    a = member(lake, clock, "a")
+    a.poll()
+    a.commit()
+    assert a.committed() == {TP0: 2, TP1: 0}
+    clock.advance(10_001)
+    b = member(lake, clock, "b")
+    with pytest.raises(NotOwnerError):
+        a.commit({TP0: 1})
+    assert b.committed() == {TP0: 2, TP1: 0}
+    b.commit({TP0: 1})
+    assert b.committed()[TP0] == 1
+    b.close()
+    a.close()
+
+
+def test_the_cleaner_removes_groups_without_a_commit_for_offsets_retention_ms(lake: Lake) -> None:
+    lake.create_topic(T, partitions=1)
+    clock = FakeClock()
+    with member(lake, clock, "a") as old:
+        old.commit()
+    clock.advance(1_000)
+    GroupStore(lake).commit("h", None, {TP0: (0, -1)}, clock())  # another group, committed later
+    noop = Cleaner(lake, compact=lambda *a: pytest.fail("nothing is due"), retain=lambda *a: None)  # type: ignore[arg-type]
+    result = noop.run_once(now_ms=clock() - 1_000 + 604_800_000 + 1)
+    assert result.expired_groups == ["g"]
+    assert [g.group for g in GroupStore(lake).list_groups()] == ["h"]
