@@ -17,7 +17,7 @@ from typing import Any
 from compactor.cli.common import add_now_ms, emit, lake_of
 from compactor.consumer import Consumer
 from compactor.consumer.admin import describe_group, reset_group
-from compactor.groups import GroupStore
+from compactor.groups import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS, GroupStore
 from compactor.topics.records import write_jsonl
 from readers.batches import batch_to_records
 
@@ -30,7 +30,8 @@ def consume(args: argparse.Namespace) -> int:
 
         raise UsageError("--max-records must be at least 1")
     consumer = Consumer(lake_of(args), args.name, group=args.group, read_compacted=args.compacted,
-                        auto_offset_reset=args.reset)
+                        auto_offset_reset=args.reset, session_timeout_ms=args.session_timeout_ms,
+                        heartbeat_interval_ms=max(1, min(DEFAULT_HEARTBEAT_INTERVAL_MS, args.session_timeout_ms // 3)))
     stop = [False]
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -80,7 +81,8 @@ def group_describe(args: argparse.Namespace) -> int:
               f"({p.lag_ms} ms)  owner {p.owner or '-'}  compacted-range {'yes' if p.in_compacted_range else 'no'}"
               f"  last reset {p.last_reset or '-'}")
     for m in described.members:
-        print(f"  member {m.member_id} ({m.client})  topics {','.join(m.topics)}  lease until {m.lease_expires_ms}")
+        print(f"  member {m['member_id']} ({m['client']})  partitions {','.join(m['partitions'])}  lease until "
+              f"{m['lease_expires_ms']}")
     return 0
 
 
@@ -108,6 +110,9 @@ def register(verbs: Any) -> None:
     consuming.add_argument("--follow", action="store_true", help="keep following until SIGTERM or SIGINT")
     consuming.add_argument("--reset", choices=["earliest", "latest", "error"], default="earliest",
                            help="where to start with no committed position, or out of range (default earliest)")
+    consuming.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS, metavar="MS",
+                           help="the member's lease: a member killed without closing loses its partitions after "
+                           f"this long (Kafka's session.timeout.ms, default {DEFAULT_SESSION_TIMEOUT_MS})")
     consuming.set_defaults(handler=consume)
 
     group = verbs.add_parser("group", help="consumer groups: list, describe, reset, delete")

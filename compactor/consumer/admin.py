@@ -50,7 +50,7 @@ class GroupDescription(JsonResult):
     now_ms: int
     total_lag: int
     partitions: list[PartitionLag] = field(default_factory=list)
-    members: list[MemberState] = field(default_factory=list)
+    members: list[dict[str, Any]] = field(default_factory=list)  # member_id, partitions, lease_expires_ms, ...
 
 
 @dataclass
@@ -100,8 +100,10 @@ def describe_group(lake: Lake, group: str, now_ms: int | None = None) -> GroupDe
     members = store.members(group, now)
     live = {m.member_id for m in members}
     views: dict[str, TopicView | None] = {}
-    out = GroupDescription(group, now, 0, members=members)
-    for row in store.partitions(group):
+    out = GroupDescription(group, now, 0)
+    rows = store.partitions(group)
+    out.members = [_member(m, rows) for m in members]
+    for row in rows:
         if row.topic not in views:
             try:
                 views[row.topic] = TopicView.load(lake, row.topic)
@@ -110,6 +112,12 @@ def describe_group(lake: Lake, group: str, now_ms: int | None = None) -> GroupDe
         out.partitions.append(_lag(lake, views[row.topic], row, live, now))
     out.total_lag = sum(p.lag or 0 for p in out.partitions)
     return out
+
+
+def _member(member: MemberState, rows: list[PartitionState]) -> dict[str, Any]:
+    owned = [f"{r.topic}:{r.partition}" for r in rows if r.owner == member.member_id]
+    return {"member_id": member.member_id, "partitions": owned, "lease_expires_ms": member.lease_expires_ms,
+            "client": member.client, "topics": member.topics, "joined_ms": member.joined_ms}
 
 
 def _lag(lake: Lake, view: TopicView | None, row: PartitionState, live: set[str], now: int) -> PartitionLag:

@@ -60,7 +60,7 @@ class Consumer(PositionsMixin):
         self.auto_offset_reset: OffsetReset = check_policy(auto_offset_reset)
         self.group = check_group_name(group) if group is not None else None
         self.max_poll_records = max_poll_records
-        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.heartbeat_interval_ms = min(heartbeat_interval_ms, max(1, session_timeout_ms // 3))
         self.backoff_ms = poll_backoff_ms
         self.clock = clock or wall_clock_ms
         self.names = {str(n): n for n in (TopicName.parse(t) for t in names)}
