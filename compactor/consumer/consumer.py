@@ -76,6 +76,7 @@ class Consumer(PositionsMixin):
         self.closed = False
         self._wake = threading.Event()
         self._next_heartbeat_ms = 0
+        self._idle_ms = poll_backoff_ms[0]
         if subscribe and self.store is not None and self.group is not None:
             self.membership = Membership(self.store, self.group, self.partition_counts,
                                          session_timeout_ms=session_timeout_ms, member_id=member_id)
@@ -130,11 +131,12 @@ class Consumer(PositionsMixin):
         up to ``timeout_ms`` for something new. Positions move past what is returned."""
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(0, timeout_ms) / 1000
-        sleep_ms = self.backoff_ms[0]
+        sleep_ms = self._idle_ms  # an idle consumer keeps backing off across polls
         while not self.closed:
             self._heartbeat()
             out = self._drain(limit)
             if out:
+                self._idle_ms = self.backoff_ms[0]
                 return out
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -142,7 +144,7 @@ class Consumer(PositionsMixin):
             if self._wake.wait(min(sleep_ms / 1000, remaining)):
                 self._wake.clear()
                 return []  # woken (``wakeup`` or ``close``)
-            sleep_ms = min(sleep_ms * 2, self.backoff_ms[1])
+            sleep_ms = self._idle_ms = min(sleep_ms * 2, self.backoff_ms[1])
         return []
 
     def wakeup(self) -> None:
