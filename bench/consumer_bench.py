@@ -7,8 +7,10 @@ latency, an idle consumer's reads, and group commit cost over a group's life, in
 
 Figures:
   throughput        a group consumer draining the topic with ``poll_batches`` (max_records 500, Kafka's
-                    default, and 100,000) against ``TopicReader.batches()`` over the same records, same run;
-                    raw, and with ``--compacted`` the compacted view after an incremental run
+                    default, and 100,000) against ``TopicReader.batches()`` over the same records, same run,
+                    interleaved; raw, and with ``--compacted`` the compacted view after an incremental run.
+                    Records/s of the polls (the reader's figure includes opening it; the consumer's first
+                    poll opens its reader too); the consumer's fixed costs (join, commit, leave) apart
   latency           from a one-record produce's commit to the ``poll`` (default settings) that returns it
   idle              catalog queries and heartbeat writes per second of a consumer with nothing new
   group commit      one ``commit`` of a member (2 partitions) at commit 100 and at ``--commits`` of a group's
@@ -42,37 +44,47 @@ def median_range(values: list[float]) -> dict[str, Any]:
             "max": round(max(values), 4), "runs": len(values)}
 
 
-def drain_reader(lake: Lake, name: str, compacted: bool) -> int:
-    return sum(b.num_rows for b in TopicReader(lake, name, read_compacted=compacted).batches())
+def drain_reader(lake: Lake, name: str, compacted: bool) -> tuple[int, float, float]:
+    started = time.perf_counter()
+    count = sum(b.num_rows for b in TopicReader(lake, name, read_compacted=compacted).batches())
+    return count, time.perf_counter() - started, 0.0
 
 
-def drain_consumer(lake: Lake, name: str, compacted: bool, max_records: int, group: str) -> int:
+def drain_consumer(lake: Lake, name: str, compacted: bool, max_records: int, group: str) -> tuple[int, float, float]:
+    """(records, seconds of polling, seconds of the fixed costs: joining, committing and leaving)."""
     total = 0
-    with Consumer(lake, name, group=group, read_compacted=compacted) as consumer:
-        while batches := consumer.poll_batches(max_records=max_records):
-            total += sum(b.num_rows for b in batches)
-        consumer.commit()
-    return total
+    started = time.perf_counter()
+    consumer = Consumer(lake, name, group=group, read_compacted=compacted)
+    joined = time.perf_counter()
+    while batches := consumer.poll_batches(max_records=max_records):
+        total += sum(b.num_rows for b in batches)
+    drained = time.perf_counter()
+    consumer.commit()
+    consumer.close()
+    return total, drained - joined, (joined - started) + (time.perf_counter() - drained)
 
 
 def throughput(lake: Lake, name: str, compacted: bool, repeats: int) -> dict[str, Any]:
     runs: dict[str, list[float]] = {"reader": [], "consumer_500": [], "consumer_100k": []}
+    fixed: list[float] = []
     counts: dict[str, int] = {}
     for repeat in range(repeats):  # interleaved, so machine noise hits all alike
-        figures: dict[str, Callable[[], int]] = {
-            "reader": lambda: drain_reader(lake, name, compacted),
+        figures: dict[str, Callable[[], tuple[int, float, float]]] = {
+            "reader": partial(drain_reader, lake, name, compacted),
             "consumer_500": partial(drain_consumer, lake, name, compacted, 500, f"t500-{compacted}-{repeat}"),
             "consumer_100k": partial(drain_consumer, lake, name, compacted, 100_000, f"t100k-{compacted}-{repeat}"),
         }
         for label, fn in figures.items():
-            started = time.perf_counter()
-            counts[label] = fn()
-            runs[label].append(counts[label] / (time.perf_counter() - started))
+            counts[label], seconds, overhead = fn()
+            runs[label].append(counts[label] / seconds)
+            if label != "reader":
+                fixed.append(overhead)
     assert len(set(counts.values())) == 1, f"the drains returned different counts: {counts}"
     reader = statistics.median(runs["reader"])
     return {"records": counts["reader"], **{f"{k}_records_per_s": median_range(v) for k, v in runs.items()},
             "ratio_500": round(statistics.median(runs["consumer_500"]) / reader, 3),
-            "ratio_100k": round(statistics.median(runs["consumer_100k"]) / reader, 3)}
+            "ratio_100k": round(statistics.median(runs["consumer_100k"]) / reader, 3),
+            "join_commit_close_ms": median_range([f * 1000 for f in fixed])}
 
 
 def latency(lake: Lake, samples: int) -> dict[str, Any]:

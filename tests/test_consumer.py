@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -216,3 +218,20 @@ def test_several_topics(lake: Lake) -> None:
         assert consumer.position()[TopicPartition("shop.b", 0)] == 1
         consumer.commit()
         assert consumer.committed() == {TopicPartition("shop.a", 0): 1, TopicPartition("shop.b", 0): 1}
+
+
+def test_ranges_for_a_batch_engine_then_a_conditional_commit_of_their_ends(lake: Lake, topic: str) -> None:
+    produce_keys(lake, topic, ["a", "b"], partition=0)
+    with Consumer(lake, topic, group="spark") as consumer:
+        ranges = consumer.ranges()
+        assert ranges == {TopicPartition(T, 0): (0, 2), TopicPartition(T, 1): (0, 0)}
+        consumer.commit({tp: end for tp, (_, end) in ranges.items()})
+    with Consumer(lake, topic, group="spark") as again:
+        assert again.ranges() == {TopicPartition(T, 0): (2, 2), TopicPartition(T, 1): (0, 0)}
+
+
+def test_the_package_root_exports_the_consumer_lazily() -> None:
+    code = ("import sys, compactor.errors; assert 'compactor.consumer' not in sys.modules; "
+            "from compactor import Consumer, TopicPartition; import compactor; "
+            "assert Consumer.__name__ == 'Consumer' and 'Consumer' in compactor.__all__")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
