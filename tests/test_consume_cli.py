@@ -68,6 +68,8 @@ def test_group_verbs(named: Lake, capsys: pytest.CaptureFixture[str]) -> None:
     assert {p["owner"] for p in described["partitions"]} == {member.member_id}
     code, _, err = cli(capsys, named, "group", "reset", "g", "--topic", T, "--to", "earliest")
     assert code == 1 and "live members" in err
+    code, _, err = cli(capsys, named, "group", "delete", "g")
+    assert code == 1 and "live members" in err
     assert GroupStore(named).committed("g", [TopicPartition(T, 0)])[TopicPartition(T, 0)] == 1
     code, out, _ = cli(capsys, named, "group", "reset", "g", "--topic", T, "--to", "offset", "0:2", "--force")
     assert code == 0 and json.loads(out)["positions"] == [{"partition": 0, "from": 1, "to": 2}]

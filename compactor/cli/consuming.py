@@ -15,8 +15,10 @@ from types import FrameType
 from typing import Any
 
 from compactor.cli.common import add_now_ms, emit, lake_of
+from compactor.clock import wall_clock_ms
 from compactor.consumer import Consumer
 from compactor.consumer.admin import describe_group, reset_group
+from compactor.errors import GroupBusyError
 from compactor.groups import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS, GroupStore
 from compactor.topics.records import write_jsonl
 from readers.batches import batch_to_records
@@ -92,7 +94,13 @@ def group_reset(args: argparse.Namespace) -> int:
 
 
 def group_delete(args: argparse.Namespace) -> int:
-    GroupStore(lake_of(args)).delete(args.group)
+    store = GroupStore(lake_of(args))
+    store.require(args.group)
+    members = store.members(args.group, wall_clock_ms())
+    if members:  # Kafka refuses to delete a group that is not empty, too
+        raise GroupBusyError(f"group '{args.group}' has live members ({', '.join(m.member_id for m in members)}): "
+                             "stop them first")
+    store.delete(args.group)
     emit({"group": args.group, "deleted": True})
     return 0
 
