@@ -40,6 +40,9 @@ class PositionsMixin:
     def _starts(self, topic: str, tps: list[TopicPartition], reader: object = None) -> dict[int, int]:
         raise NotImplementedError
 
+    def _heartbeat(self, force: bool = False) -> None:
+        raise NotImplementedError
+
     def _tp(self, partition: TopicPartition | int, topic: str | None = None) -> TopicPartition:
         """``partition`` as a ``TopicPartition`` (a bare number needs ``topic`` when there are several)."""
         if isinstance(partition, TopicPartition):
@@ -103,7 +106,8 @@ class PositionsMixin:
 
     def ranges(self) -> dict[TopicPartition, tuple[int, int]]:
         """For a batch engine (Spark): per assigned partition, ``[position, N_p)`` resolved in the current view
-        (resets applied and recorded). Read it, then ``commit({tp: end})``."""
+        (resets applied and recorded). Read it, then ``commit({tp: end})``. Renews the lease when due."""
+        self._heartbeat()
         ends = self.end_offsets()
         positions = self.position()
         return {tp: (positions[tp], max(positions[tp], ends[tp])) for tp in sorted(ends)}
@@ -160,6 +164,8 @@ class PositionsMixin:
             chosen = {tp: p for tp in sorted(self.epochs) if (p := self.positions.get(tp)) is not None}
         else:
             chosen = {self._tp(p): o for p, o in offsets.items()}
+        epochs = dict(self.epochs)  # the ownership these positions were read under: the fence of this commit
+        self._heartbeat()  # a member that only commits (a batch engine's loop) keeps its lease too
         for tp, offset in chosen.items():
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InputError(f"a committed offset must be a non-negative integer, got {offset!r} for {tp}")
@@ -169,11 +175,11 @@ class PositionsMixin:
                 if offset > end:
                     raise OffsetOutOfRangeError(f"cannot commit offset {offset} for {tp}: beyond its end ({end})")
         if self.membership is not None:
-            missing = [tp for tp in chosen if tp not in self.membership.owned]
+            missing = [tp for tp in chosen if tp not in epochs]
             if missing:
                 raise NotOwnerError(f"not the owner: member {self.membership.member_id} of group '{self.group}' "
                                     f"is not assigned {', '.join(map(str, missing))}; nothing was committed")
-            self.membership.commit(chosen, self.clock())
+            self.membership.commit(chosen, self.clock(), epochs)
         else:
             self.store.commit(self.group, None, {tp: (o, -1) for tp, o in chosen.items()}, self.clock())
         return chosen

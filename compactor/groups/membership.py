@@ -129,7 +129,11 @@ class Membership:
             conn.execute(delete(MEMBERS).where(store._group(MEMBERS, group), MEMBERS.c.member_id == self.member_id))
         self.owned = {}
 
-    def commit(self, offsets: Mapping[TopicPartition, int], now_ms: int) -> None:
-        """Commit positions of owned partitions (``NotOwnerError`` for any other: nothing changes)."""
-        fenced = {tp: (offset, self.owned.get(tp, -1)) for tp, offset in offsets.items()}
+    def commit(self, offsets: Mapping[TopicPartition, int], now_ms: int,
+               epochs: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit positions of owned partitions (``NotOwnerError`` for any other: nothing changes). ``epochs``:
+        the ownership the positions were read under (default: the current one); a partition lost and owned
+        again since then is refused, so a position from before the loss never lands."""
+        under = self.owned if epochs is None else epochs
+        fenced = {tp: (offset, under.get(tp, -1)) for tp, offset in offsets.items()}
         self.store.commit(self.group, self.member_id, fenced, now_ms)
