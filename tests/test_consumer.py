@@ -235,3 +235,18 @@ def test_the_package_root_exports_the_consumer_lazily() -> None:
             "from compactor import Consumer, TopicPartition; import compactor; "
             "assert Consumer.__name__ == 'Consumer' and 'Consumer' in compactor.__all__")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_range_reader_reads_exactly_the_ranges_even_after_more_appends(lake: Lake, topic: str) -> None:
+    from compactor.consumer.fetch import range_reader
+
+    produce_keys(lake, topic, ["a", "b", "c"], partition=0)
+    produce_keys(lake, topic, ["d"], partition=1)
+    with Consumer(lake, topic, group="spark") as consumer:
+        ranges = consumer.ranges()
+        produce_keys(lake, topic, ["e"], partition=0)  # after the ranges were taken: not in them
+        reader = range_reader(lake, topic, {0: (1, 3), 1: ranges[TopicPartition(T, 1)]}, read_compacted=False)
+        got = [(b.column("partition").to_pylist(), b.column("offset").to_pylist()) for b in reader.batches()]
+        assert got == [([0, 0], [1, 2]), ([1], [0])]
+        with pytest.raises(OffsetOutOfRangeError):
+            range_reader(lake, topic, {0: (0, 9)}, read_compacted=False)

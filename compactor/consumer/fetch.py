@@ -115,3 +115,30 @@ def open_fetch(lake: Lake, name: TopicName, starts: Mapping[int, int], *, read_c
     ends = {p: reader.pinned.end[p] for p in starts}
     reader.start_offsets = {p: starts.get(p, reader.pinned.end[p]) for p in range(reader.partitions)}
     return Fetch(reader, dict(starts), ends, marks)
+
+
+def range_reader(lake: Lake, name: TopicName | str, ranges: Mapping[int, tuple[int, int]], *,
+                 read_compacted: bool) -> TopicReader:
+    """A pinned ``TopicReader`` of exactly ``[start, end)`` per partition in ``ranges`` (other partitions: nothing),
+    for a batch engine that read ``Consumer.ranges()``: ``reader.batches()`` gives Arrow, and
+    ``readers.spark.dataframe_of(lake, reader)`` a Spark DataFrame of the same records. A raw range that
+    retention removed meanwhile is an ``OffsetOutOfRangeError`` (ask ``ranges()`` again); a compacted one is
+    read from the view (SEMANTICS section 7)."""
+    from compactor.errors import OffsetOutOfRangeError
+
+    reader = TopicReader(lake, name, read_compacted=read_compacted)
+    ends = list(reader.pinned.end)
+    starts: dict[int, int] = {}
+    for partition in range(reader.partitions):
+        start, end = ranges.get(partition, (ends[partition], ends[partition]))
+        first = reader.view_start(partition)
+        if not 0 <= start <= end <= ends[partition]:
+            raise OffsetOutOfRangeError(f"range [{start}, {end}) of partition {partition} of {reader.name} is not "
+                                        f"within its log (next offset {ends[partition]})")
+        if start < first and (not read_compacted or reader.cursor is None) and start < end:
+            raise OffsetOutOfRangeError(f"range [{start}, {end}) of partition {partition} of {reader.name} starts "
+                                        f"below the log start {first}: retention removed it; ask for ranges again")
+        starts[partition], ends[partition] = max(start, first) if read_compacted else start, end
+    reader.pinned.end = tuple(ends)
+    reader.start_offsets = starts
+    return reader
