@@ -188,6 +188,8 @@ def test_no_committed_position_starts_by_the_policy(lake: Lake, topic: str) -> N
 def test_static_assignment_without_a_group_and_commits_fenced_by_live_members(lake: Lake, topic: str) -> None:
     produce_keys(lake, topic, ["a"], partition=0)
     produce_keys(lake, topic, ["b"], partition=1)
+    everything = Consumer(lake, topic)  # no group: every partition, no lease, nothing to commit to
+    assert offsets(everything.poll()) == [(0, 0), (1, 0)]
     alone = Consumer(lake, topic, subscribe=False)
     alone.assign([1])
     assert offsets(alone.poll()) == [(1, 0)]

@@ -81,6 +81,8 @@ class Consumer(PositionsMixin):
             self.membership = Membership(self.store, self.group, self.partition_counts,
                                          session_timeout_ms=session_timeout_ms, member_id=member_id)
             self._heartbeat()
+        elif subscribe:  # no group: every partition, statically (positions start by auto_offset_reset)
+            self._set_assignment({TopicPartition(t, p): -1 for t, n in self.partition_counts.items() for p in range(n)})
 
     # --- membership -----------------------------------------------------------------------------------
 
