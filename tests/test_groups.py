@@ -174,3 +174,23 @@ def test_the_cleaner_removes_groups_without_a_commit_for_offsets_retention_ms(la
     result = noop.run_once(now_ms=clock() - 1_000 + 604_800_000 + 1)
     assert result.expired_groups == ["g"]
     assert [g.group for g in GroupStore(lake).list_groups()] == ["h"]
+
+
+def test_a_catalog_outage_during_a_heartbeat_keeps_the_partitions_until_the_lease_ends(
+        lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactor.errors import StorageUnavailableError
+
+    lake.create_topic(T, partitions=1)
+    produce_keys(lake, T, ["a"])
+    clock = FakeClock()
+    consumer = member(lake, clock, "a")
+    assert consumer.membership is not None
+
+    def down(now_ms: int) -> object:
+        raise StorageUnavailableError("catalog database down")
+
+    monkeypatch.setattr(consumer.membership, "heartbeat", down)
+    clock.advance(1_000)
+    assert [r.offset for r in consumer.poll()] == [0]  # still within its lease
+    clock.advance(10_000)
+    assert consumer.poll() == [] and consumer.assignment() == []  # lease over: it reads nothing it may not own

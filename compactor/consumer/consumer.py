@@ -9,6 +9,7 @@ nothing changes a poll sleeps with exponential back-off (``poll_backoff_ms``), n
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from compactor.clock import wall_clock_ms
 from compactor.consumer.fetch import Fetch, MetadataWatch, open_fetch
 from compactor.consumer.positions import PositionsMixin
 from compactor.consumer.starts import OffsetReset, check_policy, resolve_start
-from compactor.errors import InputError, SnapshotExpiredError
+from compactor.errors import InputError, SnapshotExpiredError, TransientError
 from compactor.groups import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -35,6 +36,8 @@ from compactor.topics.naming import TopicName
 from compactor.topics.records import Record
 from readers.batches import batch_to_records
 from readers.reader import TopicReader
+
+log = logging.getLogger("compactor.consumer")
 
 DEFAULT_MAX_RECORDS = 500  # Kafka's max.poll.records
 DEFAULT_BACKOFF_MS = (20, 250)  # first and longest sleep of an idle poll
@@ -76,6 +79,7 @@ class Consumer(PositionsMixin):
         self.closed = False
         self._wake = threading.Event()
         self._next_heartbeat_ms = 0
+        self._lease_until_ms = 0
         self._idle_ms = poll_backoff_ms[0]
         if subscribe and self.store is not None and self.group is not None:
             self.membership = Membership(self.store, self.group, self.partition_counts,
@@ -96,8 +100,16 @@ class Consumer(PositionsMixin):
         now = self.clock()
         if not force and now < self._next_heartbeat_ms:
             return
-        beat = self.membership.heartbeat(now)
+        try:
+            beat = self.membership.heartbeat(now)
+        except TransientError as exc:  # an outage of the catalog database: keep what we own until the lease ends
+            log.warning("event=heartbeat-failed group=%s member=%s error=%r", self.group, self.member_id, str(exc))
+            self._next_heartbeat_ms = now + min(self.heartbeat_interval_ms, 1000)
+            if now >= self._lease_until_ms:
+                self._set_assignment({})  # the lease ran out: others may own them now
+            return
         self._next_heartbeat_ms = now + self.heartbeat_interval_ms
+        self._lease_until_ms = now + self.membership.session_timeout_ms
         self._set_assignment(beat.owned)
 
     def _set_assignment(self, owned: Mapping[TopicPartition, int]) -> None:
