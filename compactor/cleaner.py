@@ -6,7 +6,8 @@ One pass:
 1. assess every topic (metadata only, ``status.assess_topic``);
 2. compact the due ones in order of dirty ratio, highest first (ties: more dirty bytes first, then name);
 3. run retention on every topic (retention applies whether a topic compacts or not);
-4. report the pass (JSON) and log metric lines (``compactor.metrics``).
+4. remove consumer groups with no commit for ``offsets.retention.ms`` and no live member (``groups``);
+5. report the pass (JSON) and log metric lines (``compactor.metrics``).
 
 A topic whose step fails is logged (``event=topic-failed``) and reported in the pass. What happens next
 depends on the failure (``errors.is_transient``):
