@@ -16,6 +16,7 @@ may share one database. Three tables:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,18 +58,18 @@ PARTITIONS = Table(
     Column("reset_count", BigInteger, nullable=False, default=0),
 )
 
-_created: set[int] = set()
+_created: weakref.WeakSet[Engine] = weakref.WeakSet()  # engines whose database has the tables (not ids: reused)
 
 
 def ensure_tables(engine: Engine) -> None:
     """Create the group tables if missing (idempotent; once per engine per process)."""
-    if id(engine) in _created:
+    if engine in _created:
         return
     try:
         METADATA.create_all(engine, checkfirst=True)
     except (OperationalError, ProgrammingError):  # another process created them between check and create
         METADATA.create_all(engine, checkfirst=True)
-    _created.add(id(engine))
+    _created.add(engine)
 
 
 def insert_missing(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
