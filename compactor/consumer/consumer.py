@@ -17,7 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from compactor import schema as ts
 from compactor.clock import wall_clock_ms
 from compactor.consumer.fetch import Fetch, MetadataWatch, open_fetch
 from compactor.consumer.positions import PositionsMixin
@@ -67,6 +66,7 @@ class Consumer(PositionsMixin):
         self.backoff_ms = poll_backoff_ms
         self.clock = clock or wall_clock_ms
         self.names = {str(n): n for n in (TopicName.parse(t) for t in names)}
+        self.topic_order = sorted(self.names)
         self.partition_counts = {t: lake.topic(n).partitions for t, n in self.names.items()}  # unknown: an error
         self.watch = MetadataWatch(lake, list(self.names.values()))
         self.store = GroupStore(lake) if self.group is not None else None
@@ -143,6 +143,9 @@ class Consumer(PositionsMixin):
     def poll_batches(self, timeout_ms: int = 0, max_records: int | None = None) -> list[pa.RecordBatch]:
         """Arrow batches (topic schema, each of one partition) of at most ``max_records`` rows in all, waiting
         up to ``timeout_ms`` for something new. Positions move past what is returned."""
+        return [batch for _, batch in self._poll(timeout_ms, max_records)]
+
+    def _poll(self, timeout_ms: int, max_records: int | None) -> list[tuple[str, pa.RecordBatch]]:
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(0, timeout_ms) / 1000
         sleep_ms = self._idle_ms  # an idle consumer keeps backing off across polls
@@ -166,26 +169,22 @@ class Consumer(PositionsMixin):
         self._wake.set()
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[Record]:
-        """Records (as ``TopicReader`` returns them), like ``poll_batches``; ``topic_of`` names their topic."""
+        """Records (as ``TopicReader`` returns them), like ``poll_batches``."""
         return [r for b in self.poll_batches(timeout_ms, max_records) for r in batch_to_records(b)]
 
     def poll_with_topics(self, timeout_ms: int = 0, max_records: int | None = None) -> list[tuple[str, Record]]:
         """Like ``poll``, with each record's topic (for a consumer of several topics)."""
-        out: list[tuple[str, Record]] = []
-        for batch in self.poll_batches(timeout_ms, max_records):
-            topic = batch.schema.metadata[b"topic"].decode() if batch.schema.metadata else ""
-            out.extend((topic, r) for r in batch_to_records(batch))
-        return out
+        return [(topic, r) for topic, batch in self._poll(timeout_ms, max_records) for r in batch_to_records(batch)]
 
     def __iter__(self) -> Iterator[Record]:
         """Follow the topics until ``close()``: records as they are appended."""
         while not self.closed:
             yield from self.poll(timeout_ms=self.backoff_ms[1])
 
-    def _drain(self, limit: int) -> list[pa.RecordBatch]:
-        out: list[pa.RecordBatch] = []
+    def _drain(self, limit: int) -> list[tuple[str, pa.RecordBatch]]:
+        out: list[tuple[str, pa.RecordBatch]] = []
         marks: dict[str, tuple[str | None, str | None]] | None = None
-        for topic in sorted(self.names):
+        for topic in self.topic_order:
             while limit > 0:
                 fetch = self.fetches.get(topic)
                 if fetch is None or fetch.exhausted:
@@ -196,17 +195,17 @@ class Consumer(PositionsMixin):
                     if fetch is None:
                         break
                 try:
-                    batch = fetch.take(limit)
+                    taken = fetch.take(limit)
                 except SnapshotExpiredError:  # pinned longer than the reader lease: re-open from the positions
                     self.fetches.pop(topic, None)
                     continue
-                self._advance(topic, fetch)
-                if batch is None:
+                if fetch.done:
+                    self._advance(topic, fetch)
+                if taken is None:
                     break
-                partition = int(batch.column(ts.PARTITION)[0].as_py())
-                self.positions[TopicPartition(topic, partition)] = int(batch.column(ts.OFFSET)[-1].as_py()) + 1
-                out.append(batch.replace_schema_metadata({"topic": topic}))
-                limit -= batch.num_rows
+                self.positions[TopicPartition(topic, taken.partition)] = taken.next_offset
+                out.append((topic, taken.batch))
+                limit -= taken.batch.num_rows
         return out
 
     def _open(self, topic: str, marks: tuple[str | None, str | None]) -> Fetch | None:

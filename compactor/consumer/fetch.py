@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlalchemy import and_, or_, select
@@ -58,12 +58,23 @@ class MetadataWatch:
 
 
 @dataclass
+class Taken:
+    """Rows handed out by a fetch: one partition's ``batch``, and the offset after its last row."""
+
+    partition: int
+    batch: pa.RecordBatch
+    next_offset: int
+
+
+@dataclass
 class Fetch:
     """One pinned read of a topic from the consumer's positions to the reader's ends, batch by batch.
 
-    ``take`` hands out at most ``limit`` rows at a time and keeps the rest of a batch for the next call.
-    ``done`` lists the partitions fully read so far (their positions may move to ``ends``, which matters in
-    the compacted view, whose last rows may be gone: a trailing tombstone dropped, say).
+    ``take`` hands out at most ``limit`` rows at a time and keeps the rest of a batch for the next call (the
+    batch's partition and a zero-copy view of its offsets are read once per batch, not per call: polls of
+    Kafka's default 500 records stay cheap). ``done`` lists the partitions fully read so far (their positions
+    may move to ``ends``, which matters in the compacted view, whose last rows may be gone: a trailing
+    tombstone dropped, say).
     """
 
     reader: TopicReader
@@ -71,39 +82,41 @@ class Fetch:
     ends: dict[int, int]
     marks: tuple[str | None, str | None]
     _batches: Iterator[pa.RecordBatch] | None = None
-    _pending: pa.RecordBatch | None = None
+    _batch: pa.RecordBatch | None = None
+    _offsets: Any = None  # numpy view of the current batch's offsets
+    _at: int = 0  # rows of the current batch already handed out
     _current: int | None = None
     done: set[int] = field(default_factory=set)
     exhausted: bool = False
 
-    def _next_batch(self) -> pa.RecordBatch | None:
-        if self._pending is not None:
-            batch, self._pending = self._pending, None
-            return batch
+    def _advance_batch(self) -> bool:
         if self._batches is None:
             self._batches = self.reader.batches()
         for batch in self._batches:
             if batch.num_rows:
-                return batch
-        return None
+                partition = int(batch.column(ts.PARTITION)[0].as_py())
+                if self._current is not None and partition != self._current:
+                    self.done.update(p for p in self.starts if p < partition)
+                self._batch, self._at, self._current = batch, 0, partition
+                self._offsets = batch.column(ts.OFFSET).to_numpy()
+                return True
+        self._batch = None
+        return False
 
-    def take(self, limit: int) -> pa.RecordBatch | None:
+    def take(self, limit: int) -> Taken | None:
         """Up to ``limit`` rows of one partition (None once the fetch is exhausted)."""
         if self.exhausted:
             return None
-        batch = self._next_batch()
-        if batch is None:
+        if (self._batch is None or self._at >= self._batch.num_rows) and not self._advance_batch():
             self.exhausted = True
             self.done.update(self.starts)
             return None
-        partition = int(batch.column(ts.PARTITION)[0].as_py())
-        if self._current is not None and partition != self._current:
-            self.done.update(p for p in self.starts if p < partition)
-        self._current = partition
-        if batch.num_rows > limit:
-            self._pending = batch.slice(limit)
-            batch = batch.slice(0, limit)
-        return batch
+        batch, at = self._batch, self._at
+        assert batch is not None and self._current is not None
+        rows = min(limit, batch.num_rows - at)
+        self._at = at + rows
+        piece = batch if rows == batch.num_rows else batch.slice(at, rows)
+        return Taken(self._current, piece, int(self._offsets[at + rows - 1]) + 1)
 
 
 def open_fetch(lake: Lake, name: TopicName, starts: Mapping[int, int], *, read_compacted: bool,
