@@ -6,7 +6,8 @@ One pass:
 1. assess every topic (metadata only, ``status.assess_topic``);
 2. compact the due ones in order of dirty ratio, highest first (ties: more dirty bytes first, then name);
 3. run retention on every topic (retention applies whether a topic compacts or not);
-4. report the pass (JSON) and log metric lines (``compactor.metrics``).
+4. remove consumer groups with no commit for ``offsets.retention.ms`` and no live member (``groups``);
+5. report the pass (JSON) and log metric lines (``compactor.metrics``).
 
 A topic whose step fails is logged (``event=topic-failed``) and reported in the pass. What happens next
 depends on the failure (``errors.is_transient``):
@@ -110,6 +111,7 @@ class PassResult(JsonResult):
     topics: dict[str, TopicOutcome] = field(default_factory=dict)
     duration_ms: int = 0
     stopped: bool = False
+    expired_groups: list[str] = field(default_factory=list)  # consumer groups past offsets.retention.ms
 
     @property
     def failed(self) -> list[str]:
@@ -117,7 +119,7 @@ class PassResult(JsonResult):
 
     def as_json(self) -> dict[str, Any]:
         return {"now_ms": self.now_ms, "compaction_order": self.compaction_order, "failed": self.failed,
-                "stopped": self.stopped, "duration_ms": self.duration_ms,
+                "stopped": self.stopped, "duration_ms": self.duration_ms, "expired_groups": self.expired_groups,
                 "topics": {name: o.as_json() for name, o in sorted(self.topics.items())}}
 
 
@@ -210,10 +212,22 @@ class Cleaner:
             else:
                 if not outcome.errors:
                     self.transient_failures.pop(name, None)  # a clean pass ends a run of transient failures
+        self._expire_groups(result, now)
         result.duration_ms = int((time.monotonic() - started) * 1000)
         metrics.emit("cleaner-pass", None, topics=len(names), compacted=len(result.compaction_order),
                      failed=len(result.failed), duration_ms=result.duration_ms, stopped=result.stopped)
         return result
+
+    def _expire_groups(self, result: PassResult, now: int) -> None:
+        """Remove consumer groups with no commit for ``offsets.retention.ms`` and no live member."""
+        from compactor.groups import GroupStore, offsets_retention_ms
+
+        try:
+            result.expired_groups = GroupStore(self.lake).expire(now, offsets_retention_ms())
+        except Exception as exc:  # never stops the pass; logged like a topic's failure
+            log.warning("cleaner: expiring consumer groups failed: %s: %s", type(exc).__name__, first_line(exc))
+        for group in result.expired_groups:
+            metrics.emit("group-expired", None, group=group)
 
     def run_forever(self, interval_s: float, on_pass: Callable[[PassResult], None] | None = None,
                     now_ms: int | None = None) -> int:

@@ -90,6 +90,10 @@ class SnapshotExpiredError(NotFoundError):
     """A pinned snapshot is gone (the reader outlived its lease)."""
 
 
+class GroupNotFoundError(NotFoundError):
+    """A consumer group named by the caller has no committed positions and no members (or was deleted)."""
+
+
 class MissingJarsError(NotFoundError):
     """The Spark jars are not where the set-up script puts them (run ``infra/setup.sh``)."""
 
@@ -103,6 +107,15 @@ class CursorCorruptError(CompactorError):
 
 class TopicCorruptError(CompactorError):
     """A topic's durable state (offsets, properties) is malformed."""
+
+
+class NotOwnerError(CompactorError):
+    """A group member committed (or read for) a partition it does not own under a live lease: it was
+    reassigned, or the member's ``session.timeout.ms`` lease expired. Nothing was changed."""
+
+
+class GroupBusyError(InputError):
+    """A group operation (``group reset``) was refused because members hold live leases (use ``--force``)."""
 
 
 # --- races and outages ------------------------------------------------------------------------------------

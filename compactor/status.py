@@ -16,6 +16,7 @@ from compactor.clock import resolve_now_ms
 from compactor.compaction.horizons import RawSnapshotView
 from compactor.compaction.triggers import Assessment, PartitionDirt, assess
 from compactor.cursor import Cursor, load_compacted, retained_cursors
+from compactor.groups import GroupStore
 from compactor.metrics import compaction_metrics
 from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
@@ -78,6 +79,7 @@ class TopicStatus(JsonResult):
     per_partition: list[PartitionDirt]
     settings: dict[str, str]
     metrics: StatusMetrics
+    groups: list[dict[str, Any]]  # consumer groups with positions here: {"group", "total_lag", "committed"}
 
 
 def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -> TopicStatus:
@@ -113,7 +115,17 @@ def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
         metrics=StatusMetrics(last_compaction=compaction_metrics(cursor.stats.as_json() if cursor is not None else {}),
                               last_run_time_ms=cursor.now_ms if cursor is not None else None,
                               dirty_ratio=assessment.dirty_ratio),
+        groups=group_lags(lake, str(topic.name), offsets.next_offsets),
     )
+
+
+def group_lags(lake: Lake, topic: str, next_offsets: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The consumer groups with committed positions on ``topic``, each with its total lag in records."""
+    out = []
+    for group, committed in sorted(GroupStore(lake).groups_on_topic(topic).items()):
+        lag = sum(max(0, next_offsets[p] - o) for p, o in committed.items() if p < len(next_offsets))
+        out.append({"group": group, "total_lag": lag, "committed": {str(p): o for p, o in sorted(committed.items())}})
+    return out
 
 
 def render_text(status: TopicStatus) -> str:

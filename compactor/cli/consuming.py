@@ -1,0 +1,146 @@
+"""``compactor consume`` and ``compactor group ...``: consume for a group, and see or move its positions.
+
+``consume`` prints records as JSON Lines (exactly ``read``'s format), flushes, and only then commits the
+positions after them: at-least-once (a crash between the two prints those records again next time). Without
+``--follow`` it exits 0 after ``--max-records`` records or after ``--timeout-ms`` with nothing new; with
+``--follow`` it runs until SIGTERM or SIGINT, then commits what it printed and leaves the group at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from compactor.cli.common import add_now_ms, emit, lake_of
+from compactor.clock import wall_clock_ms
+from compactor.consumer import Consumer
+from compactor.consumer.admin import describe_group, reset_group
+from compactor.errors import GroupBusyError
+from compactor.groups import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS, GroupStore
+from compactor.topics.records import write_jsonl
+from readers.batches import batch_to_records
+
+FOLLOW_POLL_MS = 1000
+
+
+def consume(args: argparse.Namespace) -> int:
+    if args.max_records is not None and args.max_records < 1:
+        from compactor.errors import UsageError
+
+        raise UsageError("--max-records must be at least 1")
+    consumer = Consumer(lake_of(args), args.name, group=args.group, read_compacted=args.compacted,
+                        auto_offset_reset=args.reset, session_timeout_ms=args.session_timeout_ms,
+                        heartbeat_interval_ms=max(1, min(DEFAULT_HEARTBEAT_INTERVAL_MS, args.session_timeout_ms // 3)))
+    stop = [False]
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop[0] = True
+        consumer.wakeup()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)} if args.follow else {}
+    printed = 0
+    try:
+        while not stop[0]:
+            limit = None if args.max_records is None else args.max_records - printed
+            batches = consumer.poll_batches(FOLLOW_POLL_MS if args.follow else args.timeout_ms, limit)
+            for batch in batches:
+                printed += write_jsonl(batch_to_records(batch), sys.stdout)
+            sys.stdout.flush()  # the records are out before their positions are committed
+            if batches:
+                consumer.commit()
+            if args.max_records is not None and printed >= args.max_records:
+                break
+            if not batches and not args.follow:
+                break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        consumer.close()
+    return 0
+
+
+def group_list(args: argparse.Namespace) -> int:
+    groups = GroupStore(lake_of(args)).list_groups()
+    if args.json:
+        emit([g.as_json() for g in groups])
+    else:
+        for g in groups:
+            print(f"{g.group}\t{','.join(g.topics)}")
+    return 0
+
+
+def group_describe(args: argparse.Namespace) -> int:
+    described = describe_group(lake_of(args), args.group, args.now_ms)
+    if args.json:
+        emit(described)
+        return 0
+    print(f"group {described.group}  total lag {described.total_lag}")
+    for p in described.partitions:
+        print(f"  {p.topic}:{p.partition}  committed {p.committed_offset}  end {p.log_end_offset}  lag {p.lag} "
+              f"({p.lag_ms} ms)  owner {p.owner or '-'}  compacted-range {'yes' if p.in_compacted_range else 'no'}"
+              f"  last reset {p.last_reset or '-'}")
+    for m in described.members:
+        print(f"  member {m['member_id']} ({m['client']})  partitions {','.join(m['partitions'])}  lease until "
+              f"{m['lease_expires_ms']}")
+    return 0
+
+
+def group_reset(args: argparse.Namespace) -> int:
+    emit(reset_group(lake_of(args), args.group, args.topic, args.to, force=args.force, now_ms=args.now_ms))
+    return 0
+
+
+def group_delete(args: argparse.Namespace) -> int:
+    store = GroupStore(lake_of(args))
+    store.require(args.group)
+    members = store.members(args.group, wall_clock_ms())
+    if members:  # Kafka refuses to delete a group that is not empty, too
+        raise GroupBusyError(f"group '{args.group}' has live members ({', '.join(m.member_id for m in members)}): "
+                             "stop them first")
+    store.delete(args.group)
+    emit({"group": args.group, "deleted": True})
+    return 0
+
+
+def register(verbs: Any) -> None:
+    consuming = verbs.add_parser("consume", help="consume for a group from its committed positions (JSON Lines)")
+    consuming.add_argument("name")
+    consuming.add_argument("--group", required=True)
+    mode = consuming.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--compacted", action="store_true", help="Pulsar's readCompacted: the view, then raw")
+    mode.add_argument("--raw", action="store_true", help="the raw log")
+    consuming.add_argument("--max-records", type=int, metavar="N", help="exit after N records")
+    consuming.add_argument("--timeout-ms", type=int, default=1000, metavar="MS",
+                           help="without --follow: exit after MS milliseconds with nothing new (default 1000)")
+    consuming.add_argument("--follow", action="store_true", help="keep following until SIGTERM or SIGINT")
+    consuming.add_argument("--reset", choices=["earliest", "latest", "error"], default="earliest",
+                           help="where to start with no committed position, or out of range (default earliest)")
+    consuming.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS, metavar="MS",
+                           help="the member's lease: a member killed without closing loses its partitions after "
+                           f"this long (Kafka's session.timeout.ms, default {DEFAULT_SESSION_TIMEOUT_MS})")
+    consuming.set_defaults(handler=consume)
+
+    group = verbs.add_parser("group", help="consumer groups: list, describe, reset, delete")
+    actions = group.add_subparsers(dest="group_verb", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="the groups with committed positions")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=group_list)
+    describing = actions.add_parser("describe", help="positions, lag, owners and members of a group")
+    describing.add_argument("group")
+    describing.add_argument("--json", action="store_true")
+    add_now_ms(describing, hidden=True)
+    describing.set_defaults(handler=group_describe)
+    resetting = actions.add_parser("reset", help="move a group's committed positions on a topic")
+    resetting.add_argument("group")
+    resetting.add_argument("--topic", required=True)
+    resetting.add_argument("--to", nargs="+", required=True, metavar="WHERE",
+                           help="earliest | latest | offset P:O | timestamp P:T")
+    resetting.add_argument("--force", action="store_true", help="even while members hold leases")
+    add_now_ms(resetting, hidden=True)
+    resetting.set_defaults(handler=group_reset)
+    deleting = actions.add_parser("delete", help="remove a group and its positions")
+    deleting.add_argument("group")
+    deleting.set_defaults(handler=group_delete)
