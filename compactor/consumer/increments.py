@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from compactor import failpoints
 from compactor.consumer.consumer import Consumer
+from compactor.consumer.fetch import range_reader
 from compactor.consumer.starts import OffsetReset
 from compactor.errors import InputError
 from compactor.groups import TopicPartition
 from compactor.groups.pending import clear_pending, pending_range, set_pending, still_pending
 from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
-from readers.positions import StartPosition
-from readers.reader import TopicReader
 from readers.spark import dataframe_of
 
 if TYPE_CHECKING:
@@ -114,32 +113,19 @@ def read_increment(lake: Lake, topic: str, group: str | None = None, *, consumer
     pending = pending_range(consumer.store, consumer.group, name)
     replayed = pending is not None and set(pending) <= {tp.partition for tp in current} and \
         still_pending(pending, name, positions)
-    reader = TopicReader(lake, consumer.names[name], read_compacted=consumer.read_compacted,
-                         start={tp.partition: StartPosition.at_offset(s) for tp, (s, _) in current.items()})
     if replayed and pending is not None:
         ranges = {TopicPartition(name, p): se for p, se in pending.items()}
     else:
-        ranges = {tp: (start, max(start, reader.next_offsets[tp.partition])) for tp, (start, _) in current.items()}
+        ranges = current
         if any(end > start for start, end in ranges.values()):  # an empty range has nothing to replay
             set_pending(consumer.store, consumer.group, name, {tp.partition: se for tp, se in ranges.items()},
                         consumer.clock())
+    reader = range_reader(lake, consumer.names[name], {tp.partition: se for tp, se in ranges.items()},
+                          read_compacted=consumer.read_compacted)
     for tp, (_, end) in ranges.items():  # taken, as a poll takes its records: the next range starts past it
         consumer._move(tp, end)
-    return Increment(name, consumer.group, ranges, _frame(lake, reader, ranges), batch_id_of(consumer.group, name,
-                     ranges), consumer, replayed)
-
-
-def _frame(lake: Lake, reader: TopicReader, ranges: Mapping[TopicPartition, tuple[int, int]]) -> DataFrame:
-    """The reader's DataFrame cut to ``ranges``: owned partitions only, offsets below each range's end."""
-    from pyspark.sql import functions as F
-
-    frame = dataframe_of(lake, reader)
-    condition = F.lit(False)
-    for tp, (start, end) in ranges.items():
-        if end > start:
-            condition = condition | ((F.col("partition") == tp.partition) & (F.col("offset") >= start)
-                                     & (F.col("offset") < end))
-    return frame.where(condition)
+    return Increment(name, consumer.group, ranges, dataframe_of(lake, reader),
+                     batch_id_of(consumer.group, name, ranges), consumer, replayed)
 
 
 @contextlib.contextmanager
