@@ -109,6 +109,17 @@ class Membership:
         self.owned = owned
         return Heartbeat(dict(owned), rejoined)
 
+    def renew(self, now_ms: int) -> bool:
+        """Extend a live lease without settling ownership (a batch engine's keep-alive while it processes a
+        range: partitions change hands only at its next ``heartbeat``); False if the lease already lapsed."""
+        store = self.store
+        with translate_storage_errors(f"renewing the lease in group {self.group}"), store.engine.begin() as conn:
+            renewed = conn.execute(update(MEMBERS).where(store._group(MEMBERS, self.group),
+                                                         MEMBERS.c.member_id == self.member_id,
+                                                         MEMBERS.c.lease_expires_ms > now_ms)
+                                   .values(lease_expires_ms=now_ms + self.session_timeout_ms)).rowcount
+        return bool(renewed)
+
     def _swap(self, conn: object, tp: TopicPartition, epoch: int, owner: str | None) -> bool:
         """Compare-and-set the owner of ``tp`` if its epoch is still ``epoch``; True if it was set."""
         from sqlalchemy import Connection

@@ -24,7 +24,7 @@ from compactor.groups.model import (
     Reset,
     TopicPartition,
 )
-from compactor.groups.tables import GROUPS, MEMBERS, PARTITIONS, ensure_tables, insert_missing
+from compactor.groups.tables import GROUPS, MEMBERS, PARTITIONS, PENDING, ensure_tables, insert_missing
 from compactor.iceberg.catalog import translate_storage_errors
 
 if TYPE_CHECKING:
@@ -198,6 +198,7 @@ class GroupStore:
             gone = conn.execute(delete(GROUPS).where(self._group(GROUPS, group))).rowcount
             conn.execute(delete(MEMBERS).where(self._group(MEMBERS, group)))
             conn.execute(delete(PARTITIONS).where(self._group(PARTITIONS, group)))
+            conn.execute(delete(PENDING).where(self._group(PENDING, group)))
             if not gone:
                 raise GroupNotFoundError(f"unknown consumer group '{group}' (see `compactor group list`)")
 
@@ -218,6 +219,7 @@ class GroupStore:
                                                      not_(live))).rowcount:
                     conn.execute(delete(MEMBERS).where(self._group(MEMBERS, name)))
                     conn.execute(delete(PARTITIONS).where(self._group(PARTITIONS, name)))
+                    conn.execute(delete(PENDING).where(self._group(PENDING, name)))
                     expired.append(name)
         return expired
 

@@ -6,12 +6,14 @@ database's own row-level atomicity; an Iceberg append costs a metadata file per 
 table's metadata and could not express "only if I still own the partition" (measured in ``bench/README.md``).
 
 Every row carries the catalog name (``LakeConfig.catalog_name``), like pyiceberg's own tables, so several lakes
-may share one database. Three tables:
+may share one database. Four tables:
 
 * ``compactor_groups``: one row per group (created, last commit: ``offsets.retention.ms`` counts from it);
 * ``compactor_group_members``: live members and their lease (``session.timeout.ms`` after their last poll);
 * ``compactor_group_partitions``: per (group, topic, partition): the committed position, the owner and its
-  epoch (bumped at every change of owner: the fence), and the last reset of the position.
+  epoch (bumped at every change of owner: the fence), and the last reset of the position;
+* ``compactor_group_pending``: per (group, topic), the input range a batch engine is processing and has not
+  committed yet (``groups.pending``), so a run restarted after a crash processes exactly the same range.
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ PARTITIONS = Table(
     Column("owner_epoch", BigInteger, nullable=False, default=0),
     Column("last_reset", Text, nullable=True),  # JSON: {"at_ms", "from", "to", "reason"}
     Column("reset_count", BigInteger, nullable=False, default=0),
+)
+
+PENDING = Table(  # groups/pending.py: the range a batch engine is processing, fixed until it commits
+    "compactor_group_pending", METADATA,
+    Column("catalog_name", String(255), primary_key=True),
+    Column("group_id", String(255), primary_key=True),
+    Column("topic", String(255), primary_key=True),
+    Column("ranges", Text, nullable=False),  # JSON: {"<partition>": [start, end], ...}
+    Column("created_ms", BigInteger, nullable=False),
 )
 
 _created: weakref.WeakSet[Engine] = weakref.WeakSet()  # engines whose database has the tables (not ids: reused)
