@@ -7,14 +7,35 @@ The public names are importable from here (INTERFACE.md "Python API"); they load
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on first use
+    from compactor.consumer.consumer import Consumer
+    from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
+    from compactor.groups.model import TopicPartition
+    from compactor.lake import Lake
+    from compactor.topics.buffered import Producer
+    from compactor.topics.dataframe import produce_dataframe
+    from compactor.topics.producer import produce, produce_arrow
+    from compactor.topics.records import ProducerRecord
 
 _LAZY = {
+    "Lake": "compactor.lake",
+    "ProducerRecord": "compactor.topics.records",
+    "produce": "compactor.topics.producer",
+    "produce_arrow": "compactor.topics.producer",
+    "produce_dataframe": "compactor.topics.dataframe",
+    "Producer": "compactor.topics.buffered",
     "Consumer": "compactor.consumer.consumer",
     "TopicPartition": "compactor.groups.model",
+    "Increment": "compactor.consumer.increments",
+    "read_increment": "compactor.consumer.increments",
+    "consume_dataframes": "compactor.consumer.increments",
+    "topic_sink": "compactor.consumer.increments",
 }
 
-__all__ = ["Consumer", "TopicPartition"]
+__all__ = ["Consumer", "Increment", "Lake", "Producer", "ProducerRecord", "TopicPartition", "consume_dataframes",
+           "produce", "produce_arrow", "produce_dataframe", "read_increment", "topic_sink"]
 
 
 def __getattr__(name: str) -> Any:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.compaction.job import compact_topic, spark_commit_conflicts
+from compactor.compaction.execution import spark_commit_conflicts
+from compactor.compaction.job import compact_topic
 from compactor.errors import CommitConflictError, PolicyError
 from compactor.lake import Lake
 

@@ -127,8 +127,8 @@ def test_random_interleavings_keep_the_raw_rules(lake: Lake, seed: int) -> None:
     final = Tracked(lake, clock, next(numbers))
     committed = store.committed("g", [TopicPartition(T, p) for p in range(partitions)])
     got: list[Record] = []
-    while batch := final.consumer.poll(max_records=7):
-        got += batch
+    while polled := final.consumer.poll(max_records=7):
+        got += polled
     lso = lake.topic(T).offsets().log_start_offsets
     for p in range(partitions):
         start = max(committed[TopicPartition(T, p)] or 0, lso[p])

@@ -21,7 +21,7 @@ T = "shop.orders"
 TP0, TP1 = TopicPartition(T, 0), TopicPartition(T, 1)
 
 
-def member(lake: Lake, clock: FakeClock, member_id: str, **kwargs: object) -> Consumer:
+def member(lake: Lake, clock: FakeClock, member_id: str, **kwargs: Any) -> Consumer:
     return Consumer(lake, T, group="g", clock=clock, member_id=member_id, session_timeout_ms=10_000,
                     heartbeat_interval_ms=1_000, **kwargs)
 

@@ -25,7 +25,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compactor.errors import InputError
+from compactor.errors import CommitConflictError, InputError
+from compactor.iceberg.catalog import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -156,3 +157,18 @@ def estimate_work(range_records: Mapping[int, int], view_rows: Mapping[int, int]
     """Estimated cost per topic partition: its range records plus its view rows (narrow unless rewritten)."""
     weight = 1.0 if rewrite else NARROW_VIEW_ROW
     return [range_records.get(p, 0) + weight * view_rows.get(p, 0) for p in range(partitions)]
+
+
+@contextlib.contextmanager
+def spark_commit_conflicts(what: str) -> Iterator[None]:
+    """Turn an Iceberg ``CommitFailedException`` raised inside a Spark write into ``CommitConflictError``.
+
+    Iceberg retries its own commits first (the compacted table keeps the default retries); if it still lost
+    the race, the whole attempt is started again on the refreshed table instead of failing the run.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ == "Py4JJavaError" and "org.apache.iceberg.exceptions.CommitFailedException" in str(exc):
+            raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
+        raise

@@ -20,9 +20,7 @@ table by the next run and by retention, the staging branch by retention).
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +29,7 @@ from pyiceberg.table import Table
 from compactor import failpoints
 from compactor.clock import resolve_now_ms
 from compactor.compaction.context import RunContext
-from compactor.compaction.execution import Layout, choose_layout, estimate_work, task_slots
+from compactor.compaction.execution import Layout, choose_layout, estimate_work, spark_commit_conflicts, task_slots
 from compactor.compaction.horizons import RawSnapshotView, compute_horizons
 from compactor.compaction.incremental import write_incremental
 from compactor.compaction.lease import RunLease, live_runs
@@ -46,7 +44,7 @@ from compactor.compaction.winners import find_winners
 from compactor.cursor import MAIN, STAGE_PREFIX, CompactionStats, Cursor, ViewStats, parse_cursor
 from compactor.cursor.table import ensure_compacted_table
 from compactor.errors import CommitConflictError, CursorCorruptError, CursorMovedError, PolicyError, TopicCorruptError
-from compactor.iceberg.catalog import first_line, translate_storage_errors
+from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import ranges
 from compactor.progress import Listener, Progress
 from compactor.results import JsonResult
@@ -282,21 +280,6 @@ class TwoPhaseCompactor:
             records_removed=stats.records_removed, tombstones_kept=stats.tombstones_kept,
             tombstones_dropped=stats.tombstones_dropped, bytes_read=stats.bytes_read,
             bytes_written=stats.bytes_written, duration_ms=stats.duration_ms)
-
-
-@contextlib.contextmanager
-def spark_commit_conflicts(what: str) -> Iterator[None]:
-    """Turn an Iceberg ``CommitFailedException`` raised inside a Spark write into ``CommitConflictError``.
-
-    Iceberg retries its own commits first (the compacted table keeps the default retries); if it still lost
-    the race, the whole attempt is started again on the refreshed table instead of failing the run.
-    """
-    try:
-        yield
-    except Exception as exc:
-        if type(exc).__name__ == "Py4JJavaError" and "org.apache.iceberg.exceptions.CommitFailedException" in str(exc):
-            raise CommitConflictError(f"{what}: {first_line(exc)}") from exc
-        raise
 
 
 def compact_topic(lake: Lake, topic: str, **kwargs: Any) -> CompactionResult:

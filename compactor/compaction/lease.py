@@ -22,10 +22,10 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from types import TracebackType
 
+from compactor.clock import wall_clock_ms
 from compactor.config import LakeConfig
 from compactor.iceberg.storage import delete_files, filesystem, fs_path, list_files
 
@@ -46,10 +46,6 @@ class LiveRuns:
 
 def lease_location(view_location: str, run_id: str) -> str:
     return f"{view_location.rstrip('/')}/{LEASES_DIR}/{run_id}.json"
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class RunLease:
@@ -126,3 +122,7 @@ def run_id_of(name: str, prefix: str, separator: str) -> str | None:
     tail = name.rpartition(prefix)[2]
     clock, _, run_id = tail.partition(separator)
     return run_id if clock.isdigit() and run_id else None
+
+
+__all__ = ["LEASES_DIR", "LEASE_TTL_MS", "LiveRuns", "RunLease", "lease_location", "live_runs", "run_id_of",
+           "wall_clock_ms"]
