@@ -32,6 +32,7 @@ import numpy as np
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
@@ -107,12 +108,20 @@ def round_robin_start(batch_id: str | None, next_offsets: Sequence[int], partiti
 
 def committed_entry(table: Table, record: BatchIdRecord, batch_id: str, now_ms: int,
                     window_ms: int) -> BatchEntry | None:
-    """The committed batch with this id within the window, from the record or (older topics) a snapshot."""
+    """The committed batch with this id within the window, from the record or (older topics) a snapshot.
+
+    Older topics' appends carried their batch plan in the snapshot summary (``compactor.batch``), every one of
+    them; appends since carry none. The snapshots are in commit order, so the search stops at the first append
+    without a plan: it costs O(1) on a topic that never had the older format, not O(snapshots in the window).
+    """
     entry = record.find(table, batch_id, now_ms, window_ms)
     if entry is not None:
         return entry
     for snapshot in table.metadata.snapshots:
         summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        if (props.SUMMARY_BATCH not in summary and props.SUMMARY_NOW in summary
+                and snapshot.summary is not None and snapshot.summary.operation == Operation.APPEND):
+            break  # an append of the current format: every later snapshot is one too
         if summary.get(props.SUMMARY_BATCH_ID) != batch_id or props.SUMMARY_BATCH not in summary:
             continue
         try:
