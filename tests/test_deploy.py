@@ -30,7 +30,8 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
     assert "spark.hadoop.fs.s3a.path.style.access=true" in command
     jars = command[command.index("--jars") + 1].split(",")
     assert [Path(j).name for j in jars] == ["iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
-                                             "iceberg-shaded-jackson-2.15.2.jar", "hadoop-aws-3.3.1.jar",
+                                             "iceberg-shaded-jackson-2.15.2.jar", "compactor-udf.jar",
+                                             "hadoop-aws-3.3.1.jar",
                                              "aws-java-sdk-bundle-1.11.901.jar", "postgresql.jar"]
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
     assert command[-2:] == ["compact", "shop.orders"]

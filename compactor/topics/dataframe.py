@@ -19,7 +19,7 @@ with nothing committed.
    (partition out of range, oversized record, timestamp out of range, null header key). A bad row fails the
    batch before anything is written, naming its Spark partition and position.
 2. **Write** (``topics.spark_stage``): each Spark task numbers its rows per topic partition as they stream by
-   (no sort, no shuffle) and Iceberg's fanout writer writes, per topic partition, one file with a contiguous
+   (no shuffle), sorts them by (partition, offset) and writes, per topic partition, one file with a contiguous
    offset range into a private staging table whose data path is the topic's data directory.
 3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
    commit with the new ``N_p`` (``topics.append``), exactly like every other append. On a lost race the write
