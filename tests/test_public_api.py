@@ -25,7 +25,7 @@ def test_every_interface_name_is_exported_and_declared() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     for root in (compactor, readers):
         try:
-            root.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+            root.NoSuchThing  # noqa: B018
         except AttributeError as exc:
             assert "NoSuchThing" in str(exc)
         else:
