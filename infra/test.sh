@@ -14,4 +14,4 @@ if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
   "$ROOT/.venv/bin/mypy"
 fi
 echo "[test] pytest" >&2
-exec "$PY" -m pytest "$@"
+exec "$PY" -m pytest --durations=25 "$@"
