@@ -29,6 +29,7 @@ from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, delete_uncommitted, drop_stale_tables
+from compactor.spark.active import active_session
 from compactor.topics.naming import TopicName
 from compactor.topics.spark_columns import task_position
 from compactor.topics.topic import Topic
@@ -119,8 +120,9 @@ class SparkStage:
         # task CPU (1M rows, bench/README.md) cheaper than the fanout writer's four open files per task
         out = out.sortWithinPartitions(ts.PARTITION, ts.OFFSET)
         catalog = self.lake.config.catalog_name
-        out.writeTo(f"`{catalog}`." + ".".join(f"`{part}`" for part in identifier.split("."))) \
-            .option("check-nullability", "false").option("distribution-mode", "none").append()
+        with active_session(out.sparkSession):  # Iceberg's writer reads its settings on the active session
+            out.writeTo(f"`{catalog}`." + ".".join(f"`{part}`" for part in identifier.split("."))) \
+                .option("check-nullability", "false").option("distribution-mode", "none").append()
         with translate_storage_errors(f"reading the staged files of {self.topic.name}"):
             staged = self.lake.catalog.load_table(identifier)
             files = [task.file for task in staged.scan().plan_files()]
