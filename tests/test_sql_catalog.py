@@ -49,3 +49,16 @@ def test_the_catalog_commits_from_the_callers_version_and_still_refuses_a_stale_
     assert reread.metadata_location == response.metadata_location
     assert reread.metadata == response.metadata and reread.properties["x"] == "2"
     assert len(reread.metadata.metadata_log) == len(current.metadata.metadata_log) + 1
+
+
+def test_commits_delete_the_metadata_versions_they_drop_from_the_log(lake: Lake) -> None:
+    """write.metadata.delete-after-commit.enabled (set on every topic) holds for the product's own commits."""
+    from pathlib import Path
+
+    topic = lake.create_topic("s.versions", config={"raw.snapshot.window.count": "5"})
+    for i in range(60):
+        produce_arrow(topic, pa.table({"key": [b"k"], "value": [str(i).encode()]}), now_ms=T0 + i)
+    metadata = topic.refresh().table.metadata
+    on_disk = set(Path(topic.table.metadata_location.removeprefix("file://")).parent.glob("*.metadata.json"))
+    assert len(metadata.metadata_log) == 50  # write.metadata.previous-versions-max
+    assert len(on_disk) == 51  # those and the current version
