@@ -6,8 +6,9 @@ The public names are importable from here (INTERFACE.md "Python API"); they load
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from compactor.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on first use
     from compactor.consumer.consumer import Consumer
@@ -38,10 +39,4 @@ __all__ = ["Consumer", "Increment", "Lake", "Producer", "ProducerRecord", "Topic
            "produce", "produce_arrow", "produce_dataframe", "read_increment", "topic_sink"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'compactor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -8,43 +8,27 @@ nothing, a changed source rebuilds it, and the session factory refuses a jar bui
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
+from compactor.spark.jars import SOURCE_HASH_ATTRIBUTE, jar_source_hash, udf_source_hash
+
 UDF_JAR = "compactor-udf.jar"
-SOURCE_HASH_ATTRIBUTE = "Compactor-Source-SHA256"
 # the sources compile against PySpark's own jars (pyspark/jars/*, Spark SQL's API and what it refers to)
 SPARK_SQL_JAR = "spark-sql_2.12-3.5.9.jar"
 
 
 def source_hash(source_dir: Path) -> str:
-    """SHA-256 over every ``.java`` file under ``source_dir`` (relative path and content, in path order); the same
-    function as ``compactor.spark.jars.udf_source_hash``."""
-    digest = hashlib.sha256()
-    for path in sorted(source_dir.rglob("*.java")):
-        digest.update(path.relative_to(source_dir).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def jar_source_hash(jar: Path) -> str | None:
-    """The source hash recorded in ``jar``'s manifest, or ``None`` (no jar, or none recorded)."""
-    try:
-        with zipfile.ZipFile(jar) as archive:
-            manifest = archive.read("META-INF/MANIFEST.MF").decode("utf-8")
-    except (OSError, KeyError, zipfile.BadZipFile):
-        return None
-    for line in manifest.replace("\r\n", "\n").replace("\n ", "").splitlines():  # unfold 72-byte lines
-        name, _, value = line.partition(":")
-        if name.strip() == SOURCE_HASH_ATTRIBUTE:
-            return value.strip()
-    return None
+    """The sources' hash as the session factory computes it (``compactor.spark.jars``: the package is installed
+    before the set-up builds jars), so a jar this builds is one the session accepts."""
+    digest = udf_source_hash(source_dir)
+    if digest is None:
+        raise SystemExit(f"[setup] ERROR: no Java sources under {source_dir}")
+    return digest
 
 
 def _tool(name: str) -> str:

@@ -6,8 +6,9 @@ until one of them is used. Deeper import paths are internal and may move.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from compactor.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time they load on first use
     from readers.reader import TopicReader
@@ -21,10 +22,4 @@ _LAZY = {
 __all__ = ["TopicReader", "read_topic_dataframe"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'readers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
