@@ -18,7 +18,7 @@ from compactor import TopicPartition
 from compactor.compaction.job import compact_topic
 from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
 from compactor.groups import GroupStore
-from compactor.groups.pending import pending_range
+from compactor.groups.pending import pending_ranges
 from compactor.lake import Lake
 from compactor.topics.dataframe import produce_dataframe
 from readers.reader import TopicReader
@@ -45,7 +45,7 @@ def test_increments_cover_each_offset_once_and_commit_their_ends(spark: SparkSes
     assert first.offsets == 5 and not first.replayed
     first.commit()
     assert first.consumer.committed() == {TopicPartition("s.in", 0): 3, TopicPartition("s.in", 1): 2}
-    assert pending_range(GroupStore(lake), "g", "s.in") is None
+    assert pending_ranges(GroupStore(lake), "g", "s.in", [0, 1]) == []
     empty = read_increment(lake, "s.in", consumer=first.consumer)
     assert empty.empty and rows(empty.dataframe) == []
     produce_keys(lake, "s.in", ["f"], partition=1)
@@ -154,3 +154,26 @@ def test_a_restarted_streaming_query_appends_each_epoch_once(spark: SparkSession
     assert sorted(k or b"" for _, _, k, _ in raw_rows(lake, "s.stream")) == [b"k0", b"k1", b"k2", b"k3", b"k4", b"k9"]
     with pytest.raises(Exception, match="query_id"):
         topic_sink(lake, "s.stream", query_id="")
+
+
+def test_a_committed_position_below_the_log_start_resets_by_the_policy(spark: SparkSession, lake: Lake) -> None:
+    """SEMANTICS section 7: a raw range whose committed start retention removed applies auto.offset.reset
+    (recorded), instead of failing every later call."""
+    from compactor.retention import run_retention
+    from compactor.topics.producer import produce
+    from compactor.topics.records import ProducerRecord
+
+    lake.create_topic("s.lso", config={"retention.ms": "1000"})
+    for key in ("a", "b"):  # one file each, both old
+        produce(lake.topic("s.lso"), [ProducerRecord(key.encode(), b"v", timestamp_ms=1000)] * 2)
+    first = read_increment(lake, "s.lso", group="g")
+    assert first.ranges == {TopicPartition("s.lso", 0): (0, 4)}
+    first.consumer.commit({TopicPartition("s.lso", 0): 2})  # as if the group had stopped half way
+    first.consumer.close()
+    produce(lake.topic("s.lso"), [ProducerRecord(b"c", b"v", timestamp_ms=10**13)] * 2)
+    assert run_retention(lake, "s.lso", now_ms=10**12).log_start_offsets == {"0": 4}
+    again = read_increment(lake, "s.lso", group="g")
+    assert again.ranges == {TopicPartition("s.lso", 0): (4, 6)} and not again.replayed
+    assert again.consumer.resets == 1
+    assert rows(again.dataframe) == [(0, 4, b"c", b"v"), (0, 5, b"c", b"v")]
+    again.consumer.close()

@@ -35,7 +35,7 @@ from compactor.consumer.fetch import range_reader
 from compactor.consumer.starts import OffsetReset
 from compactor.errors import InputError
 from compactor.groups import TopicPartition
-from compactor.groups.pending import clear_pending, pending_range, set_pending, still_pending
+from compactor.groups.pending import clear_pending, pending_ranges, replayable, set_pending
 from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
 from readers.spark import dataframe_of
@@ -82,7 +82,7 @@ class Increment:
         committed = self.consumer.commit(ends)
         store = self.consumer.store
         assert store is not None
-        clear_pending(store, self.group, self.topic)
+        clear_pending(store, self.group, self.topic, {tp.partition: se for tp, se in self.ranges.items()})
         self.committed = True
         return committed
 
@@ -109,19 +109,18 @@ def read_increment(lake: Lake, topic: str, group: str | None = None, *, consumer
     if name not in consumer.names:
         raise InputError(f"the consumer does not follow {name} (it follows {', '.join(sorted(consumer.names))})")
     current = {tp: r for tp, r in consumer.ranges().items() if tp.topic == name}
+    # a position below the view's start (retention moved past a commit) resets by the policy, recorded
+    starts = consumer._starts(name, sorted(current)) if current else {}
+    current = {tp: (starts[tp.partition], max(starts[tp.partition], end)) for tp, (_, end) in current.items()}
     positions = {tp: start for tp, (start, _) in current.items()}
-    pending = pending_range(consumer.store, consumer.group, name)
-    replayed = pending is not None and set(pending) <= {tp.partition for tp in current} and \
-        still_pending(pending, name, positions)
-    if replayed and pending is not None:
-        ranges = {TopicPartition(name, p): se for p, se in pending.items()}
-    else:
-        ranges = current
-        if any(end > start for start, end in ranges.values()):  # an empty range has nothing to replay
-            set_pending(consumer.store, consumer.group, name, {tp.partition: se for tp, se in ranges.items()},
-                        consumer.clock())
-    reader = range_reader(lake, consumer.names[name], {tp.partition: se for tp, se in ranges.items()},
-                          read_compacted=consumer.read_compacted)
+    owned = [tp.partition for tp in current]
+    pending = replayable(pending_ranges(consumer.store, consumer.group, name, owned), name, positions)
+    replayed = pending is not None
+    ranges = {TopicPartition(name, p): se for p, se in pending.items()} if pending is not None else current
+    by_partition = {tp.partition: se for tp, se in ranges.items()}
+    reader = range_reader(lake, consumer.names[name], by_partition, read_compacted=consumer.read_compacted)
+    if not replayed and any(end > start for start, end in by_partition.values()):  # empty: nothing to replay
+        set_pending(consumer.store, consumer.group, name, by_partition, consumer.clock())
     for tp, (_, end) in ranges.items():  # taken, as a poll takes its records: the next range starts past it
         consumer._move(tp, end)
     return Increment(name, consumer.group, ranges, dataframe_of(lake, reader),

@@ -12,8 +12,9 @@ may share one database. Four tables:
 * ``compactor_group_members``: live members and their lease (``session.timeout.ms`` after their last poll);
 * ``compactor_group_partitions``: per (group, topic, partition): the committed position, the owner and its
   epoch (bumped at every change of owner: the fence), and the last reset of the position;
-* ``compactor_group_pending``: per (group, topic), the input range a batch engine is processing and has not
-  committed yet (``groups.pending``), so a run restarted after a crash processes exactly the same range.
+* ``compactor_group_pending``: per (group, topic, partition), the input range a batch engine took with that
+  partition and has not committed yet (``groups.pending``), so a run restarted after a crash processes exactly
+  the same range.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ PENDING = Table(  # groups/pending.py: the range a batch engine is processing, f
     Column("catalog_name", String(255), primary_key=True),
     Column("group_id", String(255), primary_key=True),
     Column("topic", String(255), primary_key=True),
-    Column("ranges", Text, nullable=False),  # JSON: {"<partition>": [start, end], ...}
+    Column("partition", Integer, primary_key=True),
+    Column("ranges", Text, nullable=False),  # the whole taken range: JSON {"<partition>": [start, end], ...}
     Column("created_ms", BigInteger, nullable=False),
 )
 
