@@ -32,7 +32,7 @@ from compactor.compaction.context import RunContext
 from compactor.compaction.execution import Layout, choose_layout, estimate_work, spark_commit_conflicts, task_slots
 from compactor.compaction.horizons import RawSnapshotView, compute_horizons
 from compactor.compaction.incremental import write_incremental
-from compactor.compaction.lease import RunLease, live_runs
+from compactor.compaction.lease import RunLease
 from compactor.compaction.outcome import Phase2Result, RunFigures, build_cursor
 from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons, timestamp_bounds
 from compactor.compaction.publish import mirror_cursor, publish_cursor
@@ -185,7 +185,7 @@ class TwoPhaseCompactor:
         previous = plan.cursor.snapshot_id if plan.cursor else None
         base = previous if previous is not None else ensure_base_branch(catalog, view_table)
         drop_stale_scratch(catalog, self.lake.config, self.name, self.now_ms, plan.settings.orphan_min_age_ms,
-                           live=live_runs(self.lake.config, view_table.metadata.location))
+                           view_location=view_table.metadata.location)
         with translate_storage_errors(f"creating the staging branch of {self.name}"):
             create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
         return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,

@@ -11,7 +11,8 @@ So a run holds a **lease** for as long as it lives: a small JSON object at
 renewed. A daemon thread renews it every ``RENEW_INTERVAL_S``; the run deletes it when it ends, whatever the
 outcome. A lease renewed within ``LEASE_TTL_MS`` (by the reader's wall clock, never ``--now-ms``) is live, and
 whatever carries its run id is spared whatever the setting says; files under the compacted table are spared from
-orphan removal once written after the earliest live run started. A killed run's lease stops being renewed and
+orphan removal once written after the earliest live run started (or after retention read the leases). Leases are
+read after the tables and refs they protect were listed: a run writes its lease before it creates them. A killed run's lease stops being renewed and
 lapses after ``LEASE_TTL_MS``; retention deletes lapsed lease files. Writers and readers on several machines
 must have clocks that agree to well within ``LEASE_TTL_MS``.
 """
@@ -103,8 +104,8 @@ def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = F
             with fs.open_input_stream(fs_path(stored.location)) as source:
                 lease = json.loads(source.read())
             renewed, started = int(lease["renewed_ms"]), int(lease["started_ms"])
-        except Exception:  # being written, or damaged: judge it by the file's own age
-            renewed = started = stored.mtime_ms if stored.mtime_ms is not None else now
+        except Exception:  # being written, or damaged: judge it by the file's own age (none known: lapsed)
+            renewed = started = stored.mtime_ms if stored.mtime_ms is not None else now - LEASE_TTL_MS
         if renewed + LEASE_TTL_MS > now:
             live[run_id] = started
         else:

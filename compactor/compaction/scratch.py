@@ -22,7 +22,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField, StringType
 
-from compactor.compaction.lease import LiveRuns, run_id_of
+from compactor.compaction.lease import LiveRuns, live_runs, run_id_of
 from compactor.config import LakeConfig
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, drop_stale_tables
@@ -92,14 +92,19 @@ def scratch_clock(identifier: str) -> int | None:
 
 
 def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
-                       live: LiveRuns, dry_run: bool = False) -> list[str]:
+                       view_location: str, dry_run: bool = False) -> list[str]:
     """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
-    that died left them), never those of a run with a ``live`` lease; returns their identifiers (in a dry run,
-    those it would drop)."""
+    that died left them), never those of a run with a live lease under ``view_location``; returns their
+    identifiers (in a dry run, those it would drop). The leases are read after the tables were listed: a run
+    writes its lease before it creates its table, so every table listed has a lease to be found."""
+    live: list[LiveRuns] = []
+
     def stale(identifier: str, _: Table) -> bool:
-        started = scratch_clock(identifier)
-        if run_id_of(identifier, SCRATCH_INFIX, "_") in live.run_ids:
+        if not live:
+            live.append(live_runs(config, view_location))
+        if run_id_of(identifier, SCRATCH_INFIX, "_") in live[0].run_ids:
             return False
+        started = scratch_clock(identifier)
         return started is not None and started + min_age_ms < now_ms
 
     return drop_stale_tables(catalog, config, name.namespace, f"{name.topic}{SCRATCH_INFIX}", stale, "phase-1 table",

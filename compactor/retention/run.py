@@ -29,9 +29,9 @@ from pyiceberg.expressions import BooleanExpression, Or
 
 from compactor import failpoints
 from compactor import properties as props
-from compactor.clock import resolve_now_ms
+from compactor.clock import resolve_now_ms, wall_clock_ms
 from compactor.compaction.horizons import RawSnapshotView
-from compactor.compaction.lease import LiveRuns, live_runs, run_id_of
+from compactor.compaction.lease import live_runs, run_id_of
 from compactor.compaction.scratch import drop_stale_scratch
 from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
 from compactor.errors import CommitConflictError, TopicCorruptError
@@ -104,12 +104,11 @@ class RetentionPass:
         result.policy_off = self._policy_off(topic, settings, state)
 
         failpoints.hit("retention-before-expire")
-        live = (live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run)
-                if state is not None else LiveRuns())  # runs at work now: their leftovers-to-be are spared
-        expiry = Expiry(self._expire_raw(topic, settings), self._expire_compacted(settings, live))
+        expiry = Expiry(self._expire_raw(topic, settings), self._expire_compacted(settings))
         result.expiry = expiry
-        result.dropped_run_tables = drop_stale_scratch(self.lake.catalog, self.lake.config, self.name, self.now,
-                                                       settings.orphan_min_age_ms, live=live, dry_run=self.dry_run)
+        result.dropped_run_tables = (drop_stale_scratch(
+            self.lake.catalog, self.lake.config, self.name, self.now, settings.orphan_min_age_ms,
+            view_location=state.table.metadata.location, dry_run=self.dry_run) if state is not None else [])
         result.dropped_staging_tables = drop_stale_staging(self.lake.catalog, self.lake.config, self.name,
                                                            self.now, settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
@@ -226,10 +225,16 @@ class RetentionPass:
                             orphan_min_age_ms=settings.orphan_min_age_ms, dry_run=self.dry_run,
                             spare=lambda metadata: SnapshotWindow.of(settings).in_window(metadata, self.now))
 
-    def _expire_compacted(self, settings: TopicSettings, live: LiveRuns) -> ExpiryResult:
+    def _expire_compacted(self, settings: TopicSettings) -> ExpiryResult:
         state = load_compacted(self.lake.catalog, self.name)
         if state is None:
             return ExpiryResult()
+        # runs at work: their staging branches and files are spared. Read after the refs (a run writes its lease
+        # before it creates its branch, so every branch read has a lease to be found), and files written after
+        # this reading are spared too (a run that starts later)
+        listed_ms = wall_clock_ms()
+        live = live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run)
+        spare_files_from = min(live.earliest_start_ms or listed_ms, listed_ms)
         retained = retained_cursors(state, self.now, settings.cursor_retain_ms) if state.cursor else []
         keep = {c.snapshot_id for c in retained}
         stale: list[str] = []
@@ -248,7 +253,7 @@ class RetentionPass:
                             max_age_ms=settings.expire_max_snapshot_age_ms,
                             min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
                             orphan_min_age_ms=settings.orphan_min_age_ms, protected=keep, stale_refs=stale,
-                            orphans_before_ms=live.earliest_start_ms, dry_run=self.dry_run)
+                            orphans_before_ms=spare_files_from, dry_run=self.dry_run)
 
 
 def _clock_property(text: str, name: TopicName) -> int:
