@@ -10,11 +10,12 @@ So a run holds a **lease** for as long as it lives: a small JSON object at
 ``<compacted table location>/leases/<run id>.json`` holding the wall-clock times it started and was last
 renewed. A daemon thread renews it every ``RENEW_INTERVAL_S``; the run deletes it when it ends, whatever the
 outcome. A lease renewed within ``LEASE_TTL_MS`` (by the reader's wall clock, never ``--now-ms``) is live, and
-whatever carries its run id is spared whatever the setting says; files under the compacted table are spared from
-orphan removal once written after the earliest live run started (or after retention read the leases). Leases are
-read after the tables and refs they protect were listed: a run writes its lease before it creates them. A killed run's lease stops being renewed and
-lapses after ``LEASE_TTL_MS``; retention deletes lapsed lease files. Writers and readers on several machines
-must have clocks that agree to well within ``LEASE_TTL_MS``.
+whatever carries its run id is spared whatever the setting says; files under the compacted table are spared
+from orphan removal once written after the earliest live run started (or after retention read the leases).
+Leases are read after the tables and refs they protect were listed: a run writes its lease before it creates
+them. A killed run's lease stops being renewed and lapses after ``LEASE_TTL_MS``; retention deletes lapsed
+lease files. Writers and readers on several machines must have clocks that agree to well within
+``LEASE_TTL_MS``.
 """
 
 from __future__ import annotations
