@@ -14,6 +14,7 @@ one whose run still holds its lease (``lease.py``).
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from pyiceberg.catalog import Catalog
@@ -97,12 +98,12 @@ def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, no
     that died left them), never those of a run with a live lease under ``view_location``; returns their
     identifiers (in a dry run, those it would drop). The leases are read after the tables were listed: a run
     writes its lease before it creates its table, so every table listed has a lease to be found."""
-    live: list[LiveRuns] = []
+    @functools.cache
+    def live() -> LiveRuns:  # read once, at the first table listed
+        return live_runs(config, view_location)
 
     def stale(identifier: str, _: Table) -> bool:
-        if not live:
-            live.append(live_runs(config, view_location))
-        if run_id_of(identifier, SCRATCH_INFIX, "_") in live[0].run_ids:
+        if run_id_of(identifier, SCRATCH_INFIX, "_") in live().run_ids:
             return False
         started = scratch_clock(identifier)
         return started is not None and started + min_age_ms < now_ms
