@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from compactor.lake import Lake
-from compactor.topics.producer import produce_arrow
+from compactor.producing.producer import produce_arrow
 from compactor.topics.topic import Topic
 
 VALUE_BYTES = 140

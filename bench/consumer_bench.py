@@ -34,7 +34,7 @@ from typing import Any
 from bench.workload import BASE_TIME_MS, Workload, append
 from compactor import Consumer
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from bench.produce_bench import write_parquet
 from compactor.lake import Lake
+from compactor.producing.dataframe import _count, _prepare, produce_dataframe
+from compactor.producing.spark_columns import murmur2_partition, task_position
 from compactor.spark.session import get_or_create_session
-from compactor.topics.dataframe import _count, _prepare, produce_dataframe
-from compactor.topics.spark_columns import murmur2_partition, task_position
 
 NOW_MS = 1_700_000_000_000
 

@@ -46,9 +46,9 @@ import pyarrow.parquet as pq
 
 from bench.compaction_bench import summarise
 from compactor.lake import Lake
-from compactor.topics.buffered import Producer
-from compactor.topics.dataframe import produce_dataframe
-from compactor.topics.producer import produce_arrow
+from compactor.producing.buffered import Producer
+from compactor.producing.dataframe import produce_dataframe
+from compactor.producing.producer import produce_arrow
 
 VALUE_BYTES = 140
 KEYS = 100_000

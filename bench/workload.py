@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compactor.topics.producer import produce_arrow
+from compactor.producing.producer import produce_arrow
 from compactor.topics.topic import Topic
 
 BASE_TIME_MS = 1_767_225_600_000

@@ -15,18 +15,18 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on
     from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
     from compactor.groups.model import TopicPartition
     from compactor.lake import Lake
-    from compactor.topics.buffered import Producer
-    from compactor.topics.dataframe import produce_dataframe
-    from compactor.topics.producer import produce, produce_arrow
+    from compactor.producing.buffered import Producer
+    from compactor.producing.dataframe import produce_dataframe
+    from compactor.producing.producer import produce, produce_arrow
     from compactor.topics.records import ProducerRecord
 
 _LAZY = {
     "Lake": "compactor.lake",
     "ProducerRecord": "compactor.topics.records",
-    "produce": "compactor.topics.producer",
-    "produce_arrow": "compactor.topics.producer",
-    "produce_dataframe": "compactor.topics.dataframe",
-    "Producer": "compactor.topics.buffered",
+    "produce": "compactor.producing.producer",
+    "produce_arrow": "compactor.producing.producer",
+    "produce_dataframe": "compactor.producing.dataframe",
+    "Producer": "compactor.producing.buffered",
     "Consumer": "compactor.consumer.consumer",
     "TopicPartition": "compactor.groups.model",
     "Increment": "compactor.consumer.increments",

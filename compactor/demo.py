@@ -16,7 +16,7 @@ from typing import Any
 
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 

@@ -24,7 +24,7 @@ CURSOR_MIRROR_PROPERTY = "compactor.compaction-cursor"
 # When retention first saw the policy without 'compact' (the compacted view is dropped a lease later).
 COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
 # The durable record of committed batch ids (idempotent producing): recent entries inline, older ones in segment
-# files it lists (topics.batch_ids). Changes in the same commit as each append.
+# files it lists (producing.batch_ids). Changes in the same commit as each append.
 BATCH_IDS_PROPERTY = "compactor.batch-ids"
 
 # Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with

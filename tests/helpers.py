@@ -7,8 +7,8 @@ from typing import Any
 
 from compactor.cursor import Cursor, load_compacted
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.schema import DELETE_HORIZON
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from readers.reader import TopicReader, batch_to_records
 from tests.model import TopicModel

@@ -12,12 +12,12 @@ import pytest
 from compactor import properties as props
 from compactor.errors import BatchIdConflictError, InvalidSettingError, SnapshotExpiredError
 from compactor.lake import Lake
+from compactor.producing.batch_ids import TAIL_ENTRIES, BatchIdRecord
+from compactor.producing.producer import produce, produce_arrow
+from compactor.producing.snapshots import MERGE_FACTOR
 from compactor.retention.expiry import remove_orphans
 from compactor.retention.run import run_retention
-from compactor.topics.batch_ids import TAIL_ENTRIES, BatchIdRecord
-from compactor.topics.producer import produce, produce_arrow
 from compactor.topics.records import ProducerRecord
-from compactor.topics.snapshots import MERGE_FACTOR
 from compactor.topics.topic import Topic
 from readers.reader import TopicReader
 

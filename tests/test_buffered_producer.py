@@ -12,7 +12,7 @@ import pytest
 from compactor import failpoints
 from compactor.errors import InputError, InvalidRecordError, OutcomeUnknownError, TopicCorruptError
 from compactor.lake import Lake
-from compactor.topics.buffered import Producer, RecordMetadata
+from compactor.producing.buffered import Producer, RecordMetadata
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.topic import Topic
 

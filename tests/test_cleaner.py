@@ -28,8 +28,8 @@ from compactor.errors import (
     StorageUnavailableError,
 )
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention import RetentionResult
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from tests.helpers import raw
 

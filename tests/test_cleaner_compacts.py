@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 from compactor.cleaner import Cleaner
 from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from tests.helpers import current_cursor, raw
 from tests.test_cleaner import HOUR, T0, records
 

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from compactor.cli.main import main
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 
 pytestmark = pytest.mark.spark

@@ -15,7 +15,7 @@ from pyspark.sql.readwriter import DataFrameWriterV2
 from compactor.compaction import execution
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from tests.helpers import compacted_rows, view
 
@@ -169,7 +169,7 @@ def test_one_large_file_is_sliced_by_its_row_groups(spark: SparkSession, lake: L
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from compactor.topics.producer import produce_arrow
+    from compactor.producing.producer import produce_arrow
 
     topic = lake.create_topic("l.big", config={"cleanup.policy": "compact"})
     with topic.table.transaction() as tx:  # small row groups, so a test-sized batch has several

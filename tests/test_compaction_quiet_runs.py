@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from compactor.compaction.execution import JOB_SETTINGS
 from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from tests.helpers import compacted_rows, current_cursor, view
 

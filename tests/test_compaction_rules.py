@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from compactor.compaction import phase1, phase2
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from tests.helpers import compacted_rows, current_cursor, raw, view
 

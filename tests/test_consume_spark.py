@@ -20,7 +20,7 @@ from compactor.consumer.increments import Increment, consume_dataframes, read_in
 from compactor.groups import GroupStore
 from compactor.groups.pending import pending_ranges
 from compactor.lake import Lake
-from compactor.topics.dataframe import produce_dataframe
+from compactor.producing.dataframe import produce_dataframe
 from readers.reader import TopicReader
 from tests.consumers import produce_keys
 
@@ -159,8 +159,8 @@ def test_a_restarted_streaming_query_appends_each_epoch_once(spark: SparkSession
 def test_a_committed_position_below_the_log_start_resets_by_the_policy(spark: SparkSession, lake: Lake) -> None:
     """SEMANTICS section 7: a raw range whose committed start retention removed applies auto.offset.reset
     (recorded), instead of failing every later call."""
+    from compactor.producing.producer import produce
     from compactor.retention import run_retention
-    from compactor.topics.producer import produce
     from compactor.topics.records import ProducerRecord
 
     lake.create_topic("s.lso", config={"retention.ms": "1000"})

@@ -14,8 +14,8 @@ from compactor import Consumer, TopicPartition
 from compactor.compaction.job import compact_topic
 from compactor.groups import GroupStore
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention import run_retention
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 
 pytestmark = pytest.mark.spark

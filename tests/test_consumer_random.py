@@ -22,8 +22,8 @@ from compactor import Consumer, TopicPartition
 from compactor.errors import NotOwnerError
 from compactor.groups import GroupStore
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention import run_retention
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from tests.consumers import FakeClock
 

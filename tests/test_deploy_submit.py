@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from tests.test_deploy import ROOT
 

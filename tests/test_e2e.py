@@ -16,9 +16,9 @@ from compactor import failpoints
 from compactor.compaction.job import compact_topic
 from compactor.errors import CompactorError, StorageUnavailableError
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention import run_retention
 from compactor.status import topic_status
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 from readers.spark import read_topic_dataframe

@@ -1,4 +1,4 @@
-"""JSON Lines input has two parsers (``compactor.topics.jsonl``): pyarrow's reader for plain blocks, the exact
+"""JSON Lines input has two parsers (``compactor.producing.jsonl``): pyarrow's reader for plain blocks, the exact
 parser for everything else. They must agree on what is valid: every rejection rule is run here in a block that
 the fast reader would take (its neighbours are plain text) and in one that only the exact parser takes (a
 neighbour has a base64 key). Each must fail with the line of the bad record and commit nothing.
@@ -18,7 +18,7 @@ import pytest
 
 from compactor.cli.main import main
 from compactor.lake import Lake
-from compactor.topics import jsonl
+from compactor.producing import jsonl
 from tests.test_records import BAD_RECORDS
 
 NEIGHBOURS = {

@@ -16,9 +16,9 @@ from pyspark.sql import SparkSession
 
 from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.status import topic_status
 from compactor.topics.describe import describe_topic
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from readers.reader import TopicReader
 from tests.readme_blocks import extract

@@ -20,10 +20,10 @@ from compactor.config import LakeConfig
 from compactor.deploy import submit_command
 from compactor.errors import UsageError
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.progress import parse_log_level
 from compactor.spark.logs import LOG4J2_CONFIG, driver_java_options
 from compactor.spark.session import local_defaults
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 
 ROOT = Path(__file__).resolve().parent.parent

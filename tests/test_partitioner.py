@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from compactor.producing.producer import assign_partitions
 from compactor.topics.partitioner import murmur2, partition_for_key
-from compactor.topics.producer import assign_partitions
 from compactor.topics.records import ProducerRecord
 
 

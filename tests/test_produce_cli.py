@@ -23,9 +23,9 @@ from compactor import failpoints
 from compactor.cli import records as cli_records
 from compactor.cli.main import main
 from compactor.lake import Lake
+from compactor.producing import jsonl
+from compactor.producing.producer import produce
 from compactor.retention.expiry import remove_orphans
-from compactor.topics import jsonl
-from compactor.topics.producer import produce
 from compactor.topics.records import parse_lines
 from compactor.topics.topic import Topic
 

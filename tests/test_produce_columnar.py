@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from compactor import failpoints
 from compactor.errors import InputError, InvalidRecordError
 from compactor.lake import Lake
+from compactor.producing.producer import produce, produce_arrow
 from compactor.topics.partitioner import (
     PARALLEL_KEYS,
     murmur2,
@@ -25,7 +26,6 @@ from compactor.topics.partitioner import (
     partition_for_key,
     partitions_for_keys,
 )
-from compactor.topics.producer import produce, produce_arrow
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
 

@@ -1,4 +1,4 @@
-"""A committed batch keeps its files whatever fails after the commit (compactor.topics.append)."""
+"""A committed batch keeps its files whatever fails after the commit (compactor.producing.append)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from compactor import failpoints
 from compactor.errors import StorageUnavailableError
 from compactor.lake import Lake
-from compactor.topics.producer import produce_arrow
+from compactor.producing.producer import produce_arrow
 from compactor.topics.topic import Topic
 
 

@@ -15,11 +15,11 @@ from pyspark.sql import functions as F
 from compactor import failpoints
 from compactor.errors import InvalidRecordError
 from compactor.lake import Lake
+from compactor.producing.dataframe import produce_dataframe
+from compactor.producing.producer import produce_arrow
+from compactor.producing.spark_columns import murmur2_partition
 from compactor.retention.run import run_retention
-from compactor.topics.dataframe import produce_dataframe
 from compactor.topics.partitioner import partition_for_key, partitions_for_keys
-from compactor.topics.producer import produce_arrow
-from compactor.topics.spark_columns import murmur2_partition
 from readers.spark import read_topic_dataframe
 
 pytestmark = pytest.mark.spark
@@ -72,7 +72,7 @@ def test_spark_murmur2_agrees_with_kafka(spark: SparkSession) -> None:
 
 
 def test_kafka_partition_in_spark_sql(spark: SparkSession) -> None:
-    from compactor.topics.spark_columns import register_functions
+    from compactor.producing.spark_columns import register_functions
 
     register_functions(spark)
     keys = [b"21", b"", b"\xff\xfe\x00", b"user-17"]
@@ -84,7 +84,7 @@ def test_kafka_partition_in_spark_sql(spark: SparkSession) -> None:
 def test_a_session_without_the_compiled_functions_is_an_error(spark: SparkSession,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from compactor.errors import MissingJarsError
-    from compactor.topics import spark_columns
+    from compactor.producing import spark_columns
 
     monkeypatch.setattr(spark_columns, "PACKAGE", "compactor.missing")  # a class the session cannot load
     with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar is not on its classpath\. Run infra/setup\.sh"):
@@ -159,7 +159,7 @@ def test_dataframe_files_keep_row_groups_small_enough_to_split(spark: SparkSessi
     compaction's sliced layout can split a large DataFrame batch's file (here 1 MB groups, 3 MB of values)."""
     import pyarrow.parquet as pq
 
-    from compactor.topics import spark_stage
+    from compactor.producing import spark_stage
 
     monkeypatch.setattr(spark_stage, "STAGED_ROW_GROUP_BYTES", str(1024 * 1024))
     lake.create_topic("d.groups", partitions=1)
@@ -177,7 +177,7 @@ def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A producer that died after its commit left its staging table, whose manifests list the topic's own files:
     retention drops the table once older than ``compaction.orphan-min-age-ms``, without touching the data."""
-    from compactor.topics.spark_stage import SparkStage
+    from compactor.producing.spark_stage import SparkStage
 
     lake.create_topic("d.dead", partitions=2, config={"cleanup.policy": "compact"})  # no time-based removal
     monkeypatch.setattr(SparkStage, "drop_staging", lambda self: None)  # the process died before its clean-up

@@ -13,8 +13,8 @@ from compactor import failpoints
 from compactor.config import LakeConfig
 from compactor.errors import AppendConflictError, BatchIdConflictError, InvalidRecordError
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.topics.partitioner import partition_for_key
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
 from readers.reader import TopicReader

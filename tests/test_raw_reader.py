@@ -7,7 +7,7 @@ import pytest
 from compactor.errors import InputError, OffsetOutOfRangeError, TopicNotFoundError
 from compactor.iceberg import scan as arrow_io
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.positions import StartPosition
 from readers.reader import TopicReader

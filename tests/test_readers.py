@@ -16,7 +16,7 @@ from compactor import schema as ts
 from compactor.compaction.job import compact_topic
 from compactor.errors import CursorExpiredError, OffsetOutOfRangeError
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from readers.positions import StartPosition
 from readers.reader import TopicReader, batch_to_records

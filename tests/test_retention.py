@@ -13,8 +13,8 @@ import pytest
 
 from compactor.errors import OffsetOutOfRangeError, OutcomeUnknownError, SnapshotExpiredError
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention import run_retention
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord, Record
 from readers.reader import TopicReader
 from tests.helpers import raw

@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 from compactor.compaction.job import compact_topic
 from compactor.errors import OffsetOutOfRangeError
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention import run_retention
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 from tests.helpers import compacted_rows, current_cursor, raw, view

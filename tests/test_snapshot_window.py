@@ -13,9 +13,9 @@ import pytest
 from compactor.errors import InvalidSettingError
 from compactor.iceberg.commits import branch_history
 from compactor.lake import Lake
+from compactor.producing.producer import produce_arrow
 from compactor.retention.run import run_retention
 from compactor.topics.describe import describe_topic
-from compactor.topics.producer import produce_arrow
 from compactor.topics.topic import Topic
 
 T0 = 1_800_000_000_000

@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from compactor.lake import Lake
+from compactor.producing.producer import produce_arrow
 from compactor.retention.run import run_retention
-from compactor.topics.producer import produce_arrow
 from compactor.topics.topic import Topic
 
 pytestmark = pytest.mark.spark

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from compactor.lake import Lake
-from compactor.topics.producer import produce
+from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 

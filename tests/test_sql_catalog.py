@@ -15,7 +15,7 @@ from pyiceberg.table.update import (
 from compactor.iceberg.commits import branch_history
 from compactor.iceberg.sql_catalog import LakeSqlCatalog, apply_updates
 from compactor.lake import Lake
-from compactor.topics.producer import produce_arrow
+from compactor.producing.producer import produce_arrow
 
 T0 = 1_800_000_000_000
 

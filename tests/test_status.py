@@ -8,8 +8,8 @@ import json
 import pytest
 
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.status import topic_status
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 
 HOUR = 3_600_000

@@ -8,8 +8,8 @@ from pyspark.sql import SparkSession
 
 from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.status import topic_status
-from compactor.topics.producer import produce
 from tests.test_status import HOUR, T0, records
 
 pytestmark = pytest.mark.spark

@@ -11,10 +11,10 @@ from pyspark.sql import SparkSession
 
 from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.retention.run import run_retention
 from compactor.status import topic_status
 from compactor.topics.describe import describe_topic
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.table_view import TableView
 from tests.helpers import compacted_rows, current_cursor

@@ -8,8 +8,8 @@ import pytest
 
 from compactor.errors import TopicNotFoundError
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.topics.partitioner import partition_for_key
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 from readers.table_view import TableView

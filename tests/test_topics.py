@@ -20,8 +20,8 @@ from compactor.errors import (
     TopicNotFoundError,
 )
 from compactor.lake import Lake
+from compactor.producing.producer import produce
 from compactor.topics.describe import describe_topic
-from compactor.topics.producer import produce
 from compactor.topics.records import ProducerRecord
 
 

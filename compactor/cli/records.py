@@ -26,11 +26,11 @@ import pyarrow.compute as pc
 from compactor.cli.common import add_now_ms, lake_of
 from compactor.errors import InputError, UsageError
 from compactor.lake import Lake
+from compactor.producing.placements import Placements
+from compactor.producing.producer import BatchOutcome, produce_stream
+from compactor.producing.sources import FORMATS, read_source, split
 from compactor.progress import Progress
-from compactor.topics.placements import Placements
-from compactor.topics.producer import BatchOutcome, produce_stream
 from compactor.topics.records import write_jsonl
-from compactor.topics.sources import FORMATS, read_source, split
 from compactor.topics.topic import Topic
 from readers.positions import merge_starts, parse_pairs
 from readers.reader import TopicReader
@@ -82,7 +82,7 @@ def _produce_with_spark(args: argparse.Namespace, lake: Lake, topic: Topic) -> i
         raise UsageError("--engine spark reads Parquet: give --format parquet --file PATH (a file or directory)")
     if args.keep_offsets or args.batch_records is not None or args.output == "records":
         raise UsageError("--engine spark takes neither --keep-offsets, --batch-records nor --output records")
-    from compactor.topics.dataframe import produce_dataframe
+    from compactor.producing.dataframe import produce_dataframe
 
     path = args.file if "://" in args.file else Path(args.file).resolve().as_uri()  # executors' own cwd differs
     frame = lake.spark().read.parquet(path)

@@ -204,7 +204,7 @@ def topic_sink(lake: Lake, topic: str, *, query_id: str) -> Callable[[DataFrame,
     ``stream:<query_id>:<epoch>``: a query restarted from its checkpoint re-runs its last epoch, and the replay
     appends nothing. ``query_id`` must stay the same across restarts (the checkpoint's query id,
     ``query.id``, or a name of your own for the query)."""
-    from compactor.topics.dataframe import produce_dataframe
+    from compactor.producing.dataframe import produce_dataframe
 
     if not query_id:
         raise InputError("topic_sink needs a query_id that stays the same across restarts of the query")

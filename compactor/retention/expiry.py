@@ -52,8 +52,8 @@ from compactor.errors import CommitConflictError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import branch_history, send
 from compactor.iceberg.storage import delete_files, list_files
+from compactor.producing.batch_ids import record_files
 from compactor.results import JsonResult
-from compactor.topics.batch_ids import record_files
 
 
 @dataclass

@@ -39,13 +39,13 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import send_transaction
 from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.storage import delete_prefix
+from compactor.producing.spark_stage import drop_stale_staging
 from compactor.progress import Progress
 from compactor.retention.expiry import ExpiryResult, expire_table
 from compactor.retention.raw import PartitionPlan, new_properties, plan_partition, retention_caps
 from compactor.retention.result import CompactedTrim, Expiry, PolicyOff, RawRemoval, RetentionResult
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
-from compactor.topics.spark_stage import drop_stale_staging
 from compactor.topics.state import offsets_to_dict
 from compactor.topics.topic import RawFile, Topic
 from compactor.topics.window import SnapshotWindow

@@ -26,7 +26,7 @@ def offset_ranges(ranges: Iterable[tuple[int, int, int]]) -> Column | None:
 
 def record_bytes(key: Column, value: Column, headers: Column | None) -> Column:
     """Key + value + header keys and values, in bytes: what counts against ``max.message.bytes`` (the Spark twin
-    of ``topics.validation.record_sizes``). ``headers`` is ``None`` when there is no such column. The sum over
+    of ``producing.validation.record_sizes``). ``headers`` is ``None`` when there is no such column. The sum over
     headers is a higher-order function, evaluated without code generation, so it runs only for rows that
     carry headers; a null header key counts 0 (the producer refuses such rows separately)."""
     from pyspark.sql import functions as F

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from compactor.topics.workers import cores, pool
+from compactor.workers import cores, pool
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C

@@ -40,9 +40,9 @@ from pyiceberg.typedef import Record
 from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_uncommitted
-from compactor.topics.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
-from compactor.topics.plan import Grouping
-from compactor.topics.workers import pool
+from compactor.producing.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
+from compactor.producing.plan import Grouping
+from compactor.workers import pool
 
 # The topic's Arrow schema with Parquet field ids, so Iceberg readers map columns by id.
 FILE_SCHEMA = schema_to_pyarrow(ts.TOPIC_SCHEMA)

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compactor.errors import InputError
-from compactor.topics.columns import Chunk, RowNumbers, numbered_chunks
-from compactor.topics.jsonl import read_jsonl
+from compactor.producing.columns import Chunk, RowNumbers, numbered_chunks
+from compactor.producing.jsonl import read_jsonl
 
 FORMATS = ("jsonl", "parquet", "arrow")
 CHUNK_ROWS = 65_536

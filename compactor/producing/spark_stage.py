@@ -5,7 +5,7 @@ shuffle); a literal map of per-(Spark partition, topic partition) first offsets 
 offset; the task then sorts its rows by (partition, offset) and Iceberg's clustered writer writes, per topic
 partition, one file with a contiguous offset range in offset order. The files go to a staging table whose
 data path is the topic's data directory; the driver then checks them against the counting pass and hands them
-to the topic's conditional commit (``topics.append``), which rewrites them (by running the write again) if
+to the topic's conditional commit (``producing.append``), which rewrites them (by running the write again) if
 another producer moved ``N_p`` first. The staging table is dropped afterwards, its metadata deleted.
 """
 
@@ -29,9 +29,9 @@ from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, delete_uncommitted, drop_stale_tables
+from compactor.producing.spark_columns import task_position
 from compactor.spark.active import active_session
 from compactor.topics.naming import TopicName
-from compactor.topics.spark_columns import task_position
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:

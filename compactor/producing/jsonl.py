@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from compactor.errors import InputError
-from compactor.topics.columns import RowNumbers, normalise, records_to_batch
+from compactor.producing.columns import RowNumbers, normalise, records_to_batch
 from compactor.topics.records import parse_lines
 
 BLOCK_BYTES = 4 * 1024 * 1024

@@ -16,7 +16,7 @@ Three things would otherwise grow with every commit (measured in ``bench/produce
   the delete's own clock) lets them go, so no open reader loses a file (readers plan their files at open; see
   ``readers.reader``).
 * **Summaries.** Only the totals Iceberg needs and the product's few keys are written; no per-partition
-  summaries, no batch plan (that lives in the batch-id record, ``topics.batch_ids``).
+  summaries, no batch plan (that lives in the batch-id record, ``producing.batch_ids``).
 """
 
 from __future__ import annotations

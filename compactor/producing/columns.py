@@ -1,4 +1,4 @@
-"""Producer input as Arrow: the columns a batch may carry and their normalisation (checks: ``topics.validation``).
+"""Producer input as Arrow: the columns a batch may carry and their normalisation (checks: ``producing.validation``).
 
 A batch's rows arrive as Arrow record batches with any of the columns ``key``, ``value`` (binary or text),
 ``partition`` (an integer), ``timestamp_ms`` (an integer, or an Arrow/pandas timestamp), ``headers`` (a list of

@@ -1,7 +1,7 @@
 """Committing one staged batch: the conditional append, re-planning on a lost race, idempotence by batch id.
 
-A batch is staged first (its data files written with offsets ``N_p + rank``; see ``topics.files`` and
-``topics.dataframe``). Then, per attempt:
+A batch is staged first (its data files written with offsets ``N_p + rank``; see ``producing.files`` and
+``producing.dataframe``). Then, per attempt:
 
 1. the table's ``N_p``, log bytes and batch-id record are read from one metadata version;
 2. if the batch carries an id that the record (or, for older topics, a retained snapshot) says committed
@@ -49,11 +49,11 @@ from compactor.errors import AppendConflictError, CommitConflictError, InvalidRe
 from compactor.iceberg.catalog import first_line
 from compactor.iceberg.commits import send
 from compactor.iceberg.storage import delete_uncommitted
-from compactor.topics.batch_ids import BatchEntry, BatchIdRecord
+from compactor.producing.batch_ids import BatchEntry, BatchIdRecord
+from compactor.producing.plan import mirror_error
+from compactor.producing.snapshots import build_append
 from compactor.topics.partitioner import murmur2
-from compactor.topics.plan import mirror_error
 from compactor.topics.settings import TopicSettings
-from compactor.topics.snapshots import build_append
 from compactor.topics.state import encode_offsets, read_offsets
 from compactor.topics.topic import Topic
 from compactor.topics.window import SnapshotWindow

@@ -2,7 +2,7 @@
 
 Columns: ``key``, ``value`` (binary or string) and optionally ``partition``, ``timestamp_ms`` (long or
 timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors runs in
-the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``topics.spark_columns``, built by the
+the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``producing.spark_columns``, built by the
 set-up into ``compactor-udf.jar``); no Python runs there.
 
 **Order.** Offsets follow the DataFrame's own order: Spark partition by Spark partition, rows in order within
@@ -18,11 +18,11 @@ with nothing committed.
    no other column): rows and bytes per (Spark partition, topic partition), and the first bad row of each kind
    (partition out of range, oversized record, timestamp out of range, null header key). A bad row fails the
    batch before anything is written, naming its Spark partition and position.
-2. **Write** (``topics.spark_stage``): each Spark task numbers its rows per topic partition as they stream by
+2. **Write** (``producing.spark_stage``): each Spark task numbers its rows per topic partition as they stream by
    (no shuffle), sorts them by (partition, offset) and writes, per topic partition, one file with a contiguous
    offset range into a private staging table whose data path is the topic's data directory.
 3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
-   commit with the new ``N_p`` (``topics.append``), exactly like every other append. On a lost race the write
+   commit with the new ``N_p`` (``producing.append``), exactly like every other append. On a lost race the write
    runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
    run leaves it behind, for retention to drop once older than ``compaction.orphan-min-age-ms``
    (``spark_stage.drop_stale_staging``), and its uncommitted data files to orphan cleanup.
@@ -37,21 +37,27 @@ import numpy as np
 
 from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
 from compactor.errors import InputError, InvalidRecordError
+from compactor.producing.append import (
+    DEFAULT_ATTEMPTS,
+    check_batch_id,
+    commit_batch,
+    committed_entry,
+    round_robin_start,
+)
+from compactor.producing.batch_ids import BatchIdRecord
+from compactor.producing.placements import same_batch
+from compactor.producing.producer import BatchSummary, batch_summary
+from compactor.producing.spark_columns import headers_type, murmur2_partition
+from compactor.producing.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
 from compactor.spark.columns import record_bytes
-from compactor.topics.append import DEFAULT_ATTEMPTS, check_batch_id, commit_batch, committed_entry, round_robin_start
-from compactor.topics.batch_ids import BatchIdRecord
-from compactor.topics.placements import same_batch
-from compactor.topics.producer import BatchSummary, batch_summary
 from compactor.topics.records import (
     HEADER_KEY_NOT_TEXT,
     partition_out_of_range,
     record_too_large,
     timestamp_out_of_range,
 )
-from compactor.topics.spark_columns import headers_type, murmur2_partition
-from compactor.topics.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
 from compactor.topics.topic import Topic
-from compactor.topics.workers import pool
+from compactor.workers import pool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

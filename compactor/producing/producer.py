@@ -8,9 +8,9 @@ Three ways in, one path:
 * ``produce(topic, records)``: ``ProducerRecord`` objects (the record-at-a-time API), on top of the same path;
 * ``produce_stream``: chunks of a large input (the command line), with memory bounded by one chunk.
 
-Each chunk is normalised (``topics.columns``), validated (``topics.validation``), planned (``topics.plan``:
+Each chunk is normalised (``producing.columns``), validated (``producing.validation``), planned (``producing.plan``:
 murmur2 or round-robin partitions, ranks within partitions) and written into the batch's data files
-(``topics.files``); nothing is visible until ``topics.append`` commits the files with the new ``N_p`` in one
+(``producing.files``); nothing is visible until ``producing.append`` commits the files with the new ``N_p`` in one
 conditional commit. A bad row rejects the whole batch, naming its row (or line), and leaves the topic unchanged;
 empty input commits nothing.
 """
@@ -28,8 +28,7 @@ from pyiceberg.table import Table
 
 from compactor import failpoints
 from compactor.clock import resolve_now_ms
-from compactor.results import JsonResult
-from compactor.topics.append import (
+from compactor.producing.append import (
     DEFAULT_ATTEMPTS,
     Committed,
     check_batch_id,
@@ -37,8 +36,8 @@ from compactor.topics.append import (
     committed_entry,
     round_robin_start,
 )
-from compactor.topics.batch_ids import BatchIdRecord
-from compactor.topics.columns import (
+from compactor.producing.batch_ids import BatchIdRecord
+from compactor.producing.columns import (
     KEY,
     PARTITION,
     Chunk,
@@ -47,12 +46,13 @@ from compactor.topics.columns import (
     numbered_chunks,
     records_to_batch,
 )
-from compactor.topics.files import StagedFiles
-from compactor.topics.placements import Placements, encode, verify_replay
-from compactor.topics.plan import BatchPlan, check_mirror
+from compactor.producing.files import StagedFiles
+from compactor.producing.placements import Placements, encode, verify_replay
+from compactor.producing.plan import BatchPlan, check_mirror
+from compactor.producing.validation import record_sizes, validate
+from compactor.results import JsonResult
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
-from compactor.topics.validation import record_sizes, validate
 
 # In-memory input is already held by the caller: plan and write it in large chunks (fewer, larger row groups).
 IN_MEMORY_CHUNK_ROWS = 1 << 20

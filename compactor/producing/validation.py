@@ -1,5 +1,5 @@
 """Producer input, checked: each row's bytes against ``max.message.bytes`` and the record rules of SEMANTICS
-section 1, on whole columns of a normalised batch (``topics.columns``); the first bad row fails the batch."""
+section 1, on whole columns of a normalised batch (``producing.columns``); the first bad row fails the batch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compactor.clock import MAX_TIMESTAMP_MS
-from compactor.topics.columns import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP_MS, VALUE, RowNumbers
+from compactor.producing.columns import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP_MS, VALUE, RowNumbers
 from compactor.topics.records import partition_out_of_range, record_too_large, timestamp_out_of_range
 
 

@@ -31,8 +31,8 @@ import pyarrow as pa
 
 from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
 from compactor.errors import CompactorError, InputError, InvalidRecordError
-from compactor.topics.columns import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
-from compactor.topics.producer import produce_stream
+from compactor.producing.columns import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
+from compactor.producing.producer import produce_stream
 from compactor.topics.records import (
     HEADER_KEY_NOT_TEXT,
     partition_out_of_range,
