@@ -1,4 +1,4 @@
-"""The README's code blocks, extracted and run as written (tests/test_readme.py).
+"""The README's code blocks, extracted and run as written (tests/e2e/test_readme.py).
 
 A block is a fenced code block at the start of a line. A block that cannot run here carries a visible marker on
 the line before its fence, ``<!-- not run: REASON -->``; every other block must run: shell blocks (``bash``,

@@ -26,7 +26,7 @@ from compactor.spark.logs import LOG4J2_CONFIG, driver_java_options
 from compactor.spark.session import local_defaults
 from compactor.topics.records import ProducerRecord
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # A line of Spark's (log4j) logging, in Spark's default layout and in compactor/spark/log4j2.properties's
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ", re.MULTILINE)
 STARTUP_NOISE = ("Setting default log level", "To adjust logging level", "Setting Spark log level",

@@ -138,12 +138,12 @@ def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, t
 @pytest.mark.parametrize("seed, keys, null_key", [(31, 6, "drop"), (32, 200, "retain")])
 def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                         seed: int, keys: int, null_key: str) -> None:
-    """The randomised model rounds (tests/test_compaction_random.py), forced onto the sliced layout with a
+    """The randomised model rounds (tests/compaction/test_compaction_random.py), forced onto the sliced layout with a
     slice per file: phase 1 exchanges, phase 2 joins slices with replicated winners, and every run matches
     the reference model (SEMANTICS sections 2 and 3)."""
+    from tests.compaction.test_compaction_random import HOUR, check_against_model, random_batch
     from tests.helpers import produce_both
     from tests.model import ModelSettings, TopicModel
-    from tests.test_compaction_random import HOUR, check_against_model, random_batch
 
     rng = random.Random(seed)
     retention = 2 * HOUR

@@ -14,7 +14,7 @@ import pytest
 from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
-from tests.test_deploy import ROOT
+from tests.cluster.test_deploy import ROOT
 
 pytestmark = pytest.mark.spark
 

@@ -51,7 +51,7 @@ def test_offset_is_ignored() -> None:
     assert parse_record('{"key": "k", "value": "v", "offset": 99}').partition is None
 
 
-# Every rule a single record can break, with the words of its error (tests/test_jsonl_paths.py runs each
+# Every rule a single record can break, with the words of its error (tests/producing/test_jsonl_paths.py runs each
 # through both JSON Lines paths as well).
 BAD_RECORDS = [
     ("not json", "not valid JSON"),

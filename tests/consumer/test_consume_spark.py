@@ -100,7 +100,7 @@ def test_consume_transform_produce_exactly_once_across_a_kill(spark: SparkSessio
     script = (
         "from compactor.lake import Lake\n"
         "from compactor.consumer.increments import consume_dataframes\n"
-        "from tests.test_consume_spark import transform\n"
+        "from tests.consumer.test_consume_spark import transform\n"
         f"lake = Lake(warehouse={lake.config.warehouse!r})\n"
         "consume_dataframes(lake, 's.src', 'etl', transform(lake), max_increments=1, session_timeout_ms=6000)\n")
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "COMPACTOR_CATALOG_NAME": lake.config.catalog_name,

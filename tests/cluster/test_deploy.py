@@ -12,7 +12,7 @@ from compactor.config import LakeConfig
 from compactor.deploy import main as deploy_main
 from compactor.deploy import submit_command
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 S3_ENV = {"AWS_ENDPOINT_URL": "http://minio:9000", "AWS_ACCESS_KEY_ID": "AKIA-REAL-LOOKING",
           "AWS_SECRET_ACCESS_KEY": "very-secret", "AWS_REGION": "eu-west-1"}
 

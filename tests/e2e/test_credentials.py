@@ -27,7 +27,7 @@ from tests.pg_server import PostgresServer, postgres_server  # noqa: F401 - the 
 from tests.s3_server import S3Server, s3_server  # noqa: F401 - the session fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.postgres]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def command_lines() -> dict[int, str]:

@@ -33,7 +33,7 @@ from tests.s3_server import S3Server, s3_server  # noqa: F401 - the session fixt
 from tests.standalone_cluster import standalone_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BATCHES, PER_BATCH, KEYS = 8, 25_000, 30_000
 
 

@@ -16,7 +16,7 @@ from compactor.retention import run_retention
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
 from tests.helpers import compacted_rows, current_cursor, raw, view
-from tests.test_retention import DAY, HOUR, T0, batch, offsets
+from tests.retention.test_retention import DAY, HOUR, T0, batch, offsets
 
 pytestmark = pytest.mark.spark
 

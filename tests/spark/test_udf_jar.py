@@ -14,7 +14,7 @@ import pytest
 from compactor.errors import MissingJarsError
 from compactor.spark import jars
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def infra_module() -> ModuleType:

@@ -1,0 +1,1 @@
+"""Tests on a real Spark standalone cluster and of the deployment files."""
