@@ -12,6 +12,10 @@ if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
   "$ROOT/.venv/bin/ruff" check .
   echo "[test] mypy" >&2
   "$ROOT/.venv/bin/mypy"
+  echo "[test] mkdocs build --strict" >&2   # the docs site: broken links, anchors or nav entries fail
+  site=$(mktemp -d)
+  "$ROOT/.venv/bin/mkdocs" build --strict --quiet --site-dir "$site"
+  rm -rf "$site"
 fi
 echo "[test] pytest" >&2
 exec "$PY" -m pytest --durations=25 "$@"
