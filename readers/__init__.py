@@ -11,15 +11,19 @@ from typing import TYPE_CHECKING
 from compactor.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time they load on first use
+    from readers.positions import StartPosition
     from readers.reader import TopicReader
     from readers.spark import read_topic_dataframe
+    from readers.table_view import TableView
 
 _LAZY = {
     "TopicReader": "readers.reader",
     "read_topic_dataframe": "readers.spark",
+    "TableView": "readers.table_view",
+    "StartPosition": "readers.positions",
 }
 
-__all__ = ["TopicReader", "read_topic_dataframe"]
+__all__ = ["StartPosition", "TableView", "TopicReader", "read_topic_dataframe"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)
