@@ -1,4 +1,4 @@
-"""Other engines read the compacted view (README, "Reading from other engines"): ``topic describe`` names the
+"""Other engines read the compacted view (docs/other-engines.md): ``topic describe`` names the
 compacted table and its metadata file; DuckDB (offline extensions loaded from file), pyiceberg and Spark SQL
 read it with the position deletes of an incremental run applied, and agree with the product's reader below the
 horizons; the view plus the raw rows at or above each horizon is the full compacted image."""
@@ -120,15 +120,17 @@ def test_other_engines_read_the_view_as_the_reader_does(spark: SparkSession, lak
 
 
 def readme_duckdb_block() -> str:
-    [block] = [b for b in extract((ROOT / "README.md").read_text()) if "duckdb" in b.code and "WITH horizons" in b.code]
+    page = ROOT / "docs" / "other-engines.md"
+    [block] = [b for b in extract(page.read_text()) if "duckdb" in b.code and "WITH horizons" in b.code]
     return block.code
 
 
 @pytest.mark.spark
 def test_the_readme_duckdb_example_returns_what_the_compacted_reader_returns(
         spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The README's DuckDB block, run as written on a lake with position deletes and a raw tail: its full
-    compacted image (``image``) is exactly what ``compactor read --compacted`` returns, in the same order."""
+    """The docs' DuckDB block (docs/other-engines.md), run as written on a lake with position deletes and a raw
+    tail: its full compacted image (``image``) is exactly what ``compactor read --compacted`` returns, in the same
+    order."""
     seeded(lake)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -136,7 +138,7 @@ def test_the_readme_duckdb_example_returns_what_the_compacted_reader_returns(
     monkeypatch.setenv("COMPACTOR_WAREHOUSE", lake.config.warehouse)
     monkeypatch.setenv("COMPACTOR_CATALOG_NAME", lake.config.catalog_name)
     namespace: dict[str, Any] = {}
-    exec(compile(readme_duckdb_block(), "README.md (DuckDB)", "exec"), namespace)
+    exec(compile(readme_duckdb_block(), "docs/other-engines.md (DuckDB)", "exec"), namespace)
     image = [(p, o, int(t.astimezone(dt.UTC).timestamp() * 1000), k, v, tuple((h["key"], h["value"]) for h in hs))
              for p, o, t, k, v, hs in namespace["image"].fetchall()]
     expected = [(r.partition, r.offset, r.timestamp_ms, r.key, r.value, tuple(r.headers))

@@ -1,9 +1,10 @@
-"""Every code block in README.md runs as written, or says visibly why it cannot (``<!-- not run: ... -->``).
+"""Every code block of README.md and of docs/'s pages runs as written, or says visibly why it cannot
+(``<!-- not run: ... -->``, naming the test that covers it); the README and the docs link only to what exists.
 
 Shell blocks run in a temporary directory with the project's virtual environment there (``.venv``, as the
 walk-through expects) and on PATH, and ``COMPACTOR_WAREHOUSE`` inside it; Python blocks then run against the
-lake those blocks made. One runner process runs them all (tests/readme_blocks.py), so the Python blocks that
-start Spark share one JVM; the walk-through's ``compactor compact`` starts the other.
+lake those blocks made. One runner process runs the blocks of every page (tests/readme_blocks.py), so the Python
+blocks that start Spark share one JVM; the walk-through's ``compactor compact`` starts the other.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import Block, extract
+from tests.readme_blocks import COVERING_TEST, Block, blocks_of, extract, nav_pages, pages
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|ERROR) ", re.MULTILINE)
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 
 
 def test_blocks_and_markers_are_found() -> None:
@@ -29,19 +30,43 @@ def test_blocks_and_markers_are_found() -> None:
         "intro", "```bash", "echo one", "```", "",
         "<!-- not run: needs a Docker engine -->", "```bash", "docker compose up", "```",
         "```python", "print(2)", "```", "```json", "{}", "```"])
-    blocks = extract(text)
+    blocks = extract(text, "docs/x.md")
     assert [(b.line, b.language, b.not_run) for b in blocks] == [
         (2, "bash", None), (7, "bash", "needs a Docker engine"), (10, "python", None), (13, "json", None)]
     assert blocks[0].code == "echo one\n" and not blocks[3].runnable
+    assert blocks[1].describe() == "docs/x.md:7 (bash): docker compose up"
     with pytest.raises(ValueError, match="never closed"):
         extract("```bash\necho")
 
 
-def test_every_readme_block_can_run_or_says_why_not() -> None:
-    blocks = extract(README.read_text())
-    assert blocks, "README.md has code blocks"
+def test_the_pages_are_the_readme_then_every_docs_page_in_nav_order() -> None:
+    in_nav = nav_pages()
+    assert sorted(p.name for p in in_nav) == sorted(p.name for p in (ROOT / "docs").glob("*.md")), (
+        "every docs/*.md page is in mkdocs.yml's nav, and every nav entry is a page")
+    run = pages()
+    assert run[0] == ROOT / "README.md" and len(run) > 5
+    assert (ROOT / "docs" / "benchmarks.md") in in_nav and (ROOT / "docs" / "benchmarks.md") not in run
+
+
+def test_every_block_can_run_or_says_why_not_and_what_covers_it() -> None:
+    blocks = blocks_of(pages())
+    assert blocks, "the pages have code blocks"
     unrunnable = [b.describe() for b in blocks if b.not_run is None and not b.runnable]
     assert not unrunnable, f"blocks in a language with no runner must be marked <!-- not run: why -->: {unrunnable}"
+    uncovered = [b.describe() for b in blocks if b.not_run is not None and b.runnable
+                 and not COVERING_TEST.search(b.not_run)]
+    assert not uncovered, f"a shell or Python block not run must name the test that covers it: {uncovered}"
+    missing = [f"{b.describe()}: {name}" for b in blocks if b.not_run is not None
+               for name in COVERING_TEST.findall(b.not_run) if not (ROOT / name).is_file()]
+    assert not missing, f"not-run markers name tests that do not exist: {missing}"
+
+
+def test_the_readme_links_only_to_files_that_exist() -> None:
+    """mkdocs build --strict checks the links between docs/'s pages; the README is not part of the site."""
+    targets = [m.group("target").split("#")[0] for m in LINK.finditer((ROOT / "README.md").read_text())]
+    local = [t for t in targets if t and "://" not in t]
+    assert any(t.startswith("docs/") for t in local)
+    assert [t for t in local if not (ROOT / t).exists()] == []
 
 
 def _environment(workdir: Path) -> dict[str, str]:
@@ -56,29 +81,30 @@ def _environment(workdir: Path) -> dict[str, str]:
 
 
 @pytest.mark.spark
-def test_readme_blocks_run_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    blocks = extract(README.read_text())
+def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = pages()
+    blocks = blocks_of(paths)
     skipped = [b for b in blocks if b.not_run is not None]
     with capsys.disabled():  # list what was not run, and why, on every run
-        print(f"\nREADME.md: {len(blocks) - len(skipped)} blocks run, {len(skipped)} not run:")
+        print(f"\n{len(paths)} pages: {len(blocks) - len(skipped)} blocks run, {len(skipped)} not run:")
         for block in skipped:
             print(f"  not run: {block.describe()}: {block.not_run}")
     workdir = tmp_path / "readme"
     workdir.mkdir()
     (workdir / ".venv").symlink_to(ROOT / ".venv")  # `source .venv/bin/activate`, as after set-up
     report = tmp_path / "outcomes.json"
-    result = subprocess.run([sys.executable, "-m", "tests.readme_blocks", str(README), str(workdir), str(report)],
-                            cwd=ROOT, env=_environment(workdir), capture_output=True, text=True, timeout=1800,
-                            check=False)
+    result = subprocess.run([sys.executable, "-m", "tests.readme_blocks", str(workdir), str(report),
+                             *map(str, paths)], cwd=ROOT, env=_environment(workdir), capture_output=True, text=True,
+                            timeout=1800, check=False)
     assert result.returncode == 0, result.stderr[-5000:]
     outcomes = json.loads(report.read_text())
-    by_line = {b.line: b for b in blocks}
+    by_place = {(b.page, b.line): b for b in blocks}
     run: list[Block] = [b for b in blocks if b.not_run is None]
-    assert [o["line"] for o in outcomes] == [b.line for b in run]
-    failed = [f"{by_line[o['line']].describe()}\n{o['output'][-4000:]}" for o in outcomes if not o["ok"]]
-    assert not failed, "README blocks that failed (fix them, or mark them <!-- not run: why -->):\n" + (
-        "\n\n".join(failed))
+    assert [(o["page"], o["line"]) for o in outcomes] == [(b.page, b.line) for b in run]
+    failed = [f"{by_place[o['page'], o['line']].describe()}\n{o['output'][-4000:]}" for o in outcomes if not o["ok"]]
+    assert not failed, ("blocks that failed (fix them, or mark them <!-- not run: why, and the test that covers "
+                        "it -->):\n" + "\n\n".join(failed))
     # a default run shows no Spark logging (the walk-through's `compactor compact` starts Spark)
     for outcome in outcomes:
-        if by_line[outcome["line"]].language != "python":
+        if by_place[outcome["page"], outcome["line"]].language != "python":
             assert not SPARK_LOG_LINE.search(outcome["output"]), outcome["output"][-4000:]
