@@ -13,8 +13,8 @@ if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
   echo "[test] mypy" >&2
   "$ROOT/.venv/bin/mypy"
   echo "[test] mkdocs build --strict" >&2   # the docs site: broken links, anchors or nav entries fail
-  site=$(mktemp -d)
-  "$ROOT/.venv/bin/mkdocs" build --strict --quiet --site-dir "$site"
+  site=$(mktemp -d)   # not into the repository; not --quiet, which hides the warnings --strict fails on
+  "$ROOT/.venv/bin/mkdocs" build --strict --site-dir "$site" || { rm -rf "$site"; exit 1; }
   rm -rf "$site"
 fi
 echo "[test] pytest" >&2
