@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh machine: set-up (venv, packages, jars incl. S3A), lint, types, tests.
+# Run the whole test suite on a fresh machine: set-up (venv, packages, jars incl. S3A), lint, types, the docs site (mkdocs --strict), tests.
 # Extra arguments go to pytest (e.g. infra/test.sh -k producer -x).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
