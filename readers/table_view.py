@@ -16,8 +16,8 @@ Point look-ups (``get``) never scan the topic:
 
 File pruning by key is as good as the files' key ranges are narrow: tail files written by one producer batch
 of related keys prune well; compacted files, which are laid out in offset order for streaming reads, hold a
-wide key range each, so a look-up there reads the key column of the partition's compacted files (see the
-README's "Readers" section for the trade-off).
+wide key range each, so a look-up there reads the key column of the partition's compacted files (see
+docs/consuming.md, "Reading", for the trade-off).
 
 Iteration (``items``/``keys``/``values``) streams one partition at a time; memory holds the tail's keys of
 one partition, never the compacted view.

@@ -3,7 +3,7 @@
 Each test's lake gets its own warehouse directory and its own catalog name, registered at runtime on the
 shared SparkSession (Iceberg caches catalogs by name, so a new name gives a fresh catalog on a new database).
 
-Markers say what a test needs, and are kept true here (README "Tests"):
+Markers say what a test needs, and are kept true here (docs/architecture.md, "Tests"):
 
 * ``spark``: the test starts or uses a JVM. A test that requests the SparkSession without the marker is a
   collection error, and one that reaches Spark any other way (``Lake.spark()``, a subprocess that starts a

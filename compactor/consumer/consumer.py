@@ -43,7 +43,7 @@ DEFAULT_BACKOFF_MS = (20, 250)  # first and longest sleep of an idle poll
 
 
 class Consumer(PositionsMixin):
-    """A consumer of ``topics`` for ``group``; see the module docstring and README "Consuming"."""
+    """A consumer of ``topics`` for ``group``; see the module docstring and docs/consuming.md."""
 
     def __init__(self, lake: Lake, topics: str | Sequence[str], group: str | None = None, *,
                  read_compacted: bool = False, auto_offset_reset: OffsetReset = "earliest",

@@ -2,7 +2,7 @@
 it did (``CompactionStats``). Both are stored as JSON in the cursor's snapshot summary and parsed leniently, so
 a cursor written by an older version (fewer fields) still reads.
 
-The run's figures add up (README, "Compaction statistics"); with ``rows_deleted_from_view`` the compacted rows
+The run's figures add up (docs/compaction.md, "Statistics"); with ``rows_deleted_from_view`` the compacted rows
 of the previous cursor that this run removed (superseded, expired tombstones, keyless rows under ``drop``,
 rows trimmed by retention) and ``rows_appended`` the new range's records it kept:
 

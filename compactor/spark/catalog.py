@@ -32,7 +32,7 @@ def catalog_settings(config: LakeConfig) -> dict[str, str]:
         f"{prefix}.uri": config.catalog.jdbc_url,
         f"{prefix}.warehouse": warehouse,
         # pyiceberg creates the catalog tables; Java creating them would hold a SQLite read lock for the
-        # life of the session and use the older layout (see README, "Facts found the hard way").
+        # life of the session and use the older layout (docs/operations.md, "Set-up").
         f"{prefix}.jdbc.init-catalog-tables": "false",
         # pyiceberg commits while Spark runs; a cached table would hide them for 30 s.
         f"{prefix}.cache-enabled": "false",

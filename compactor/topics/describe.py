@@ -54,7 +54,7 @@ class TopicDescription(JsonResult):
     snapshots: int
     compaction_cursor: dict[str, Any] | None
     erasure_bound: ErasureBound
-    # The compacted view's table, for other engines (README, "Reading from other engines"): its identifier
+    # The compacted view's table, for other engines (docs/other-engines.md): its identifier
     # and its current metadata.json, or None before the first compaction (and once the view is dropped).
     compacted_table: str | None = None
     compacted_metadata_location: str | None = None

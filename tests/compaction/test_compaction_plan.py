@@ -124,7 +124,7 @@ def test_work_counts_narrow_view_rows_at_their_cost() -> None:
 
 
 def test_run_figures_add_up() -> None:
-    """README, "Compaction statistics": records read + view rows before = records kept + records removed."""
+    """docs/compaction.md, "Statistics": records read + view rows before = records kept + records removed."""
     before = ViewStats(rows=10, tombstones=2)
     survivors = ViewStats(rows=7, tombstones=1)
     appended = ViewStats(rows=5, tombstones=2)

@@ -1,1 +1,1 @@
-"""End-to-end tests: whole routes on every back-end, the README, other engines, spark-submit."""
+"""End-to-end tests: whole routes on every back-end, the README and docs/, other engines, spark-submit."""

@@ -24,7 +24,7 @@ from readers.reader import TopicReader
 from tests.readme_blocks import extract
 
 T0 = 1_767_225_600_000
-NAME = "shop.orders"  # the README's examples name this topic
+NAME = "shop.orders"  # the docs' examples name this topic
 ROOT = Path(__file__).resolve().parents[2]
 Row = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 

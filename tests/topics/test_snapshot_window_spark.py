@@ -74,7 +74,8 @@ def test_a_streaming_query_resumes_within_the_window_and_fails_with_icebergs_err
 
 def test_a_streaming_query_passes_retention_deletes_with_icebergs_skip_option(
         spark: SparkSession, lake: Lake, tmp_path: Path) -> None:
-    """README: retention commits delete snapshots, which Iceberg's streaming source skips only when told to."""
+    """docs/other-engines.md: retention commits delete snapshots, which Iceberg's streaming source skips only when
+    told to."""
     topic = lake.create_topic("w.deletes", config={"retention.ms": "1000"})
     stream = Stream(spark, f"{lake.config.catalog_name}.w.deletes", tmp_path)
     produce_many(topic, 2, 0)
