@@ -15,7 +15,9 @@ from compactor.errors import MissingJarsError
 from compactor.spark.jars import UDF_JAR
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from collections.abc import Mapping
+
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 PACKAGE = "compactor.udf"
 
@@ -68,6 +70,22 @@ def task_position(topic_partition: Column) -> Column:
     return _apply(_compiled("taskPosition"), topic_partition)
 
 
+def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str]) -> list[str]:
+    """Write ``rows`` (the topic's columns, in schema order) into new data files of the Iceberg table ``table``
+    (as the session's catalog names it), one file per (Spark task, topic partition), through Iceberg's Parquet
+    writer (``compactor.udf.TopicFiles``); ``overrides`` replace table write properties. Commits nothing: returns
+    ``path\tpartition\trows\tbytes`` per file. ``batch`` goes into the file names."""
+    from pyspark import SparkContext
+
+    _functions()  # the jar is on the classpath (else an error naming the set-up)
+    context = SparkContext._active_spark_context
+    assert context is not None  # _functions checked it
+    jvm: Any = context._jvm
+    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(rows.sparkSession._jsparkSession, table)
+    files = jvm.compactor.udf.TopicFiles.write(rows._jdf, loaded, batch, dict(overrides))
+    return [str(line) for line in files]
+
+
 def register_functions(session: SparkSession) -> None:
     """Register ``kafka_partition(key binary, partitions int)`` for Spark SQL in ``session`` (the same compiled
     function: ``SELECT kafka_partition(key, 4) FROM ...``)."""
@@ -78,4 +96,4 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_position"]
+__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_position", "topic_files"]
