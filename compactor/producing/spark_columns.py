@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 PACKAGE = "compactor.udf"
 
 
-def _functions() -> Any:
-    """The JVM class ``compactor.udf.Functions`` on the active context (an error naming the set-up without it)."""
+def _functions(name: str = "Functions") -> Any:
+    """The JVM class ``compactor.udf.<name>`` on the active context (an error naming the set-up without it: a
+    missing jar, or one built before the class existed)."""
     from py4j.java_gateway import JavaClass
     from pyspark import SparkContext
 
@@ -31,13 +32,13 @@ def _functions() -> Any:
     if context is None:
         raise MissingJarsError("a compiled Spark function needs a running SparkSession (Lake.spark())")
     found: Any = context._jvm
-    for part in (*PACKAGE.split("."), "Functions"):
+    for part in (*PACKAGE.split("."), name):
         found = getattr(found, part)
     if not isinstance(found, JavaClass):
-        raise MissingJarsError(f"the Spark session cannot load {PACKAGE}.Functions: {UDF_JAR} is not on its "
-                               "classpath. Run infra/setup.sh (it builds the jar with javac), then start the "
-                               "session again; under spark-submit, pass the jar with --jars (python -m "
-                               "compactor.deploy prints the command)")
+        raise MissingJarsError(f"the Spark session cannot load {PACKAGE}.{name}: {UDF_JAR} is not on its "
+                               "classpath (or was built from older sources). Run infra/setup.sh (it builds the "
+                               "jar with javac), then start the session again; under spark-submit, pass the jar "
+                               "with --jars (python -m compactor.deploy prints the command)")
     return found
 
 
@@ -77,12 +78,12 @@ def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str,
     ``path\tpartition\trows\tbytes`` per file. ``batch`` goes into the file names."""
     from pyspark import SparkContext
 
-    _functions()  # the jar is on the classpath (else an error naming the set-up)
+    writer = _functions("TopicFiles")  # the jar is on the classpath (else an error naming the set-up)
     context = SparkContext._active_spark_context
     assert context is not None  # _functions checked it
     jvm: Any = context._jvm
     loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(rows.sparkSession._jsparkSession, table)
-    files = jvm.compactor.udf.TopicFiles.write(rows._jdf, loaded, batch, dict(overrides))
+    files = writer.write(rows._jdf, loaded, batch, dict(overrides))
     return [str(line) for line in files]
 
 

@@ -88,7 +88,8 @@ def test_a_session_without_the_compiled_functions_is_an_error(spark: SparkSessio
     from compactor.producing import spark_columns
 
     monkeypatch.setattr(spark_columns, "PACKAGE", "compactor.missing")  # a class the session cannot load
-    with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar is not on its classpath\. Run infra/setup\.sh"):
+    with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar is not on its classpath \(or was built from "
+                       r"older sources\)\. Run infra/setup\.sh"):
         murmur2_partition(F.col("key"), 4)
 
 
