@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from compactor.spark.jars import SOURCE_HASH_ATTRIBUTE, jar_source_hash, udf_source_hash
+from compactor.spark.jars import ICEBERG_RUNTIME, SOURCE_HASH_ATTRIBUTE, jar_source_hash, udf_source_hash
 
 UDF_JAR = "compactor-udf.jar"
 # the sources compile against PySpark's own jars (pyspark/jars/*, Spark SQL's API and what it refers to)
@@ -41,8 +41,11 @@ def _tool(name: str) -> str:
     return found
 
 
-def ensure_udf_jar(dest: Path, source_dir: Path, pyspark_jars: Path) -> bool:
-    """Compile and pack the jar into ``dest`` unless it is already built from these sources; True if built."""
+def ensure_udf_jar(dest: Path, source_dir: Path, pyspark_jars: Path, iceberg_jar: Path | None = None) -> bool:
+    """Compile and pack the jar into ``dest`` unless it is already built from these sources; True if built.
+
+    The sources compile against PySpark's jars and Iceberg's Spark runtime (``iceberg_jar``, by default the one
+    the set-up put in ``dest``): the DataFrame producer's file writer uses Iceberg's own Parquet writer."""
     want = source_hash(source_dir)
     jar = dest / UDF_JAR
     if jar_source_hash(jar) == want:
@@ -52,10 +55,14 @@ def ensure_udf_jar(dest: Path, source_dir: Path, pyspark_jars: Path) -> bool:
         raise SystemExit(f"[setup] ERROR: no Java sources under {source_dir}")
     if not (pyspark_jars / SPARK_SQL_JAR).exists():
         raise SystemExit(f"[setup] ERROR: {pyspark_jars / SPARK_SQL_JAR} not found; is pyspark==3.5.9 installed?")
+    iceberg = iceberg_jar or dest / ICEBERG_RUNTIME
+    if not iceberg.exists():
+        raise SystemExit(f"[setup] ERROR: {iceberg} not found; the Iceberg runtime is installed before {UDF_JAR}")
     with tempfile.TemporaryDirectory() as tmp:
         classes = Path(tmp) / "classes"
         subprocess.run([_tool("javac"), "--release", "8", "-Xlint:-options", "-nowarn", "-encoding", "UTF-8",
-                        "-cp", str(pyspark_jars / "*"), "-d", str(classes), *sources], check=True)
+                        "-cp", os.pathsep.join((str(pyspark_jars / "*"), str(iceberg))), "-d", str(classes),
+                        *sources], check=True)
         manifest = Path(tmp) / "MANIFEST.MF"
         manifest.write_text(f"{SOURCE_HASH_ATTRIBUTE}: {want}\n")
         built = Path(tmp) / UDF_JAR

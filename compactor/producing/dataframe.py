@@ -18,14 +18,14 @@ with nothing committed.
    no other column): rows and bytes per (Spark partition, topic partition), and the first bad row of each kind
    (partition out of range, oversized record, timestamp out of range, null header key). A bad row fails the
    batch before anything is written, naming its Spark partition and position.
-2. **Write** (``producing.spark_stage``): each Spark task numbers its rows per topic partition as they stream by
-   (no shuffle), sorts them by (partition, offset) and writes, per topic partition, one file with a contiguous
-   offset range into a private staging table whose data path is the topic's data directory.
-3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
-   commit with the new ``N_p`` (``producing.append``), exactly like every other append. On a lost race the write
-   runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
-   run leaves it behind, for retention to drop once older than ``compaction.orphan-min-age-ms``
-   (``spark_stage.drop_stale_staging``), and its uncommitted data files to orphan cleanup.
+2. **Write** (``producing.spark_files``): each Spark task numbers its rows per topic partition as they stream by
+   (no shuffle, no sort) and writes, per topic partition it holds, one file with a contiguous offset range
+   straight into the topic's data directory, through Iceberg's own Parquet writer (compiled
+   ``compactor.udf.TopicFiles``: the topic's schema and field ids; no staging table, no Spark commit).
+3. **Commit** (driver, pyiceberg): the files, with statistics read from their footers, are appended to the topic
+   in one conditional commit with the new ``N_p`` (``producing.append``), exactly like every other append. On a
+   lost race the write runs again with the new bases. Files of a failed run are never committed: they are
+   deleted, or (after a crash) left to orphan cleanup.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from compactor.producing.batch_ids import BatchIdRecord
 from compactor.producing.placements import same_batch
 from compactor.producing.producer import BatchSummary, batch_summary
 from compactor.producing.spark_columns import headers_type, murmur2_partition
-from compactor.producing.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
+from compactor.producing.spark_files import SparkFiles
+from compactor.producing.spark_stage import ROW_BITS, Counts, LakeLike
 from compactor.spark.columns import record_bytes
 from compactor.topics.records import (
     HEADER_KEY_NOT_TEXT,
@@ -57,7 +58,6 @@ from compactor.topics.records import (
     timestamp_out_of_range,
 )
 from compactor.topics.topic import Topic
-from compactor.workers import pool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -168,30 +168,18 @@ def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batc
                                     settings.producer_id_expiration_ms)
     rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
     frame = _prepare(df, partitions, rr_start)
-    # the staging table is created meanwhile (a catalog round trip the batch would otherwise wait for)
-    prepared = pool().submit(create_staging, lake, target, table) if replaying is None else None
-    try:
-        counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
-    except BaseException:
-        if prepared is not None:
-            discard_prepared(lake, prepared)
-        raise
+    counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
     if int(counted.counts.sum()) == 0 or replaying is not None:
-        if prepared is not None:
-            discard_prepared(lake, prepared)
         if replaying is None:
             return BatchSummary(batch_id, 0, False, None, 0)
         entry_base, entry_counts = replaying.arrays(partitions)
         same_batch(counted.counts, entry_counts)
         return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
-    stage = SparkStage(lake, target, frame, counted, rr_start, now, prepared=prepared)
+    stage = SparkFiles(lake, target, frame, counted, rr_start, now)
     started = time.monotonic()
-    try:
-        committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,
-                                 operation="produce-dataframe", max_attempts=max_attempts, staged_at=started,
-                                 stale_after_s=0.0)
-    finally:
-        stage.drop_staging()
+    committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,
+                             operation="produce-dataframe", max_attempts=max_attempts, staged_at=started,
+                             stale_after_s=0.0)
     if committed.duplicate:
         same_batch(counted.counts, committed.counts)
     return batch_summary(batch_id, committed.base, committed.counts, committed.snapshot_id, committed.duplicate,

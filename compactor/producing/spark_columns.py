@@ -15,13 +15,16 @@ from compactor.errors import MissingJarsError
 from compactor.spark.jars import UDF_JAR
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from collections.abc import Mapping
+
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 PACKAGE = "compactor.udf"
 
 
-def _functions() -> Any:
-    """The JVM class ``compactor.udf.Functions`` on the active context (an error naming the set-up without it)."""
+def _functions(name: str = "Functions") -> Any:
+    """The JVM class ``compactor.udf.<name>`` on the active context (an error naming the set-up without it: a
+    missing jar, or one built before the class existed)."""
     from py4j.java_gateway import JavaClass
     from pyspark import SparkContext
 
@@ -29,13 +32,13 @@ def _functions() -> Any:
     if context is None:
         raise MissingJarsError("a compiled Spark function needs a running SparkSession (Lake.spark())")
     found: Any = context._jvm
-    for part in (*PACKAGE.split("."), "Functions"):
+    for part in (*PACKAGE.split("."), name):
         found = getattr(found, part)
     if not isinstance(found, JavaClass):
-        raise MissingJarsError(f"the Spark session cannot load {PACKAGE}.Functions: {UDF_JAR} is not on its "
-                               "classpath. Run infra/setup.sh (it builds the jar with javac), then start the "
-                               "session again; under spark-submit, pass the jar with --jars (python -m "
-                               "compactor.deploy prints the command)")
+        raise MissingJarsError(f"the Spark session cannot load {PACKAGE}.{name}: {UDF_JAR} is not on its "
+                               "classpath (or was built from older sources). Run infra/setup.sh (it builds the "
+                               "jar with javac), then start the session again; under spark-submit, pass the jar "
+                               "with --jars (python -m compactor.deploy prints the command)")
     return found
 
 
@@ -68,6 +71,22 @@ def task_position(topic_partition: Column) -> Column:
     return _apply(_compiled("taskPosition"), topic_partition)
 
 
+def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str]) -> list[str]:
+    """Write ``rows`` (the topic's columns, in schema order) into new data files of the Iceberg table ``table``
+    (as the session's catalog names it), one file per (Spark task, topic partition), through Iceberg's Parquet
+    writer (``compactor.udf.TopicFiles``); ``overrides`` replace table write properties. Commits nothing: returns
+    ``path\tpartition\trows\tbytes`` per file. ``batch`` goes into the file names."""
+    from pyspark import SparkContext
+
+    writer = _functions("TopicFiles")  # the jar is on the classpath (else an error naming the set-up)
+    context = SparkContext._active_spark_context
+    assert context is not None  # _functions checked it
+    jvm: Any = context._jvm
+    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(rows.sparkSession._jsparkSession, table)
+    files = writer.write(rows._jdf, loaded, batch, dict(overrides))
+    return [str(line) for line in files]
+
+
 def register_functions(session: SparkSession) -> None:
     """Register ``kafka_partition(key binary, partitions int)`` for Spark SQL in ``session`` (the same compiled
     function: ``SELECT kafka_partition(key, 4) FROM ...``)."""
@@ -78,4 +97,4 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_position"]
+__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_position", "topic_files"]

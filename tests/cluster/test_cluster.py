@@ -125,7 +125,8 @@ def _columns(lake: Lake, name: str) -> tuple[list[bytes], list[int]]:
 def test_compaction_spreads_over_both_workers(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     server: S3Server = request.getfixturevalue("s3_server")
     server.create_bucket("cluster-lake")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_")) or k == "COMPACTOR_JARS_DIR"}
     env.update({**server.env, "COMPACTOR_WAREHOUSE": "s3://cluster-lake/warehouse",
                 "COMPACTOR_CATALOG_URI": str(tmp_path / "catalog.db"), "PYTHONPATH": str(ROOT),
                 "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})

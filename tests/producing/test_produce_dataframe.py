@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from compactor.errors import InvalidRecordError
 from compactor.lake import Lake
 from compactor.producing.dataframe import produce_dataframe
 from compactor.producing.producer import produce_arrow
-from compactor.producing.spark_columns import murmur2_partition
+from compactor.producing.spark_columns import headers_type, murmur2_partition
 from compactor.retention.run import run_retention
 from compactor.topics.partitioner import partition_for_key, partitions_for_keys
 from readers.spark import read_topic_dataframe
@@ -87,7 +88,8 @@ def test_a_session_without_the_compiled_functions_is_an_error(spark: SparkSessio
     from compactor.producing import spark_columns
 
     monkeypatch.setattr(spark_columns, "PACKAGE", "compactor.missing")  # a class the session cannot load
-    with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar is not on its classpath\. Run infra/setup\.sh"):
+    with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar is not on its classpath \(or was built from "
+                       r"older sources\)\. Run infra/setup\.sh"):
         murmur2_partition(F.col("key"), 4)
 
 
@@ -155,13 +157,13 @@ def test_the_spark_reader_keeps_its_files_after_appends_and_retention(spark: Spa
 
 def test_dataframe_files_keep_row_groups_small_enough_to_split(spark: SparkSession, lake: Lake,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Spark's Parquet writer bounds row groups by bytes only: the staging table asks for small ones, so the
-    compaction's sliced layout can split a large DataFrame batch's file (here 1 MB groups, 3 MB of values)."""
+    """Iceberg's Parquet writer bounds row groups by bytes only: the DataFrame producer asks for small ones, so
+    the compaction's sliced layout can split a large DataFrame batch's file (here 1 MB groups, 3 MB of values)."""
     import pyarrow.parquet as pq
 
-    from compactor.producing import spark_stage
+    from compactor.producing import spark_files
 
-    monkeypatch.setattr(spark_stage, "STAGED_ROW_GROUP_BYTES", str(1024 * 1024))
+    monkeypatch.setitem(spark_files.WRITE_OVERRIDES, "write.parquet.row-group-size-bytes", str(1024 * 1024))
     lake.create_topic("d.groups", partitions=1)
     noise = random.Random(5)
     df = spark.createDataFrame([(f"k{i}".encode(), noise.randbytes(3000)) for i in range(1000)],
@@ -173,17 +175,23 @@ def test_dataframe_files_keep_row_groups_small_enough_to_split(spark: SparkSessi
         assert pq.ParquetFile(stream).metadata.num_row_groups >= 2
 
 
-def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark: SparkSession, lake: Lake,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """A producer that died after its commit left its staging table, whose manifests list the topic's own files:
-    retention drops the table once older than ``compaction.orphan-min-age-ms``, without touching the data."""
-    from compactor.producing.spark_stage import SparkStage
+def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark: SparkSession, lake: Lake) -> None:
+    """A producer of an earlier version (it wrote through a staging table) died after its commit and left its
+    staging table, whose manifests list the topic's own files: retention drops the table once older than
+    ``compaction.orphan-min-age-ms``, without touching the data. Today's producer creates no staging table."""
+    from compactor.producing.spark_stage import create_staging
 
     lake.create_topic("d.dead", partitions=2, config={"cleanup.policy": "compact"})  # no time-based removal
-    monkeypatch.setattr(SparkStage, "drop_staging", lambda self: None)  # the process died before its clean-up
     df = spark.createDataFrame([(f"k{i}".encode(), f"v{i}".encode()) for i in range(20)], "key binary, value binary")
     produce_dataframe(lake, "d.dead", df, now_ms=1000)
-    monkeypatch.undo()
+    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    topic = lake.topic("d.dead")
+    identifier, _ = create_staging(lake, topic, topic.table)  # what the earlier producer left behind
+    transaction = lake.catalog.load_table(identifier).transaction()
+    with transaction.update_snapshot().fast_append() as append:
+        for task in topic.table.scan().plan_files():
+            append.append_data_file(task.file)
+    transaction.commit_transaction()
     staging = [".".join(t) for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
     assert len(staging) == 1
     later = int(time.time() * 1000) + lake.topic("d.dead").settings.orphan_min_age_ms + 60_000
@@ -226,3 +234,46 @@ def test_produce_with_the_spark_engine_from_the_command_line(spark: SparkSession
         assert [r["value"] for r in in_p] == [b"v%d" % i for i, k in enumerate(keys) if partition_for_key(k, 3) == p]
     assert main(["--warehouse", warehouse, "produce", "d.cli", "--file", str(source), "--format", "jsonl",
                  "--engine", "spark"]) == 2
+
+
+def test_dataframe_files_carry_the_topics_field_ids_and_other_engines_read_them(spark: SparkSession,
+                                                                              lake: Lake) -> None:
+    """The producer's tasks write the topic's files themselves (Iceberg's Parquet writer, no staging table):
+    every column carries the topic schema's field id, and pyiceberg, Spark SQL and DuckDB read the same rows,
+    headers included, as the product's reader."""
+    import pyarrow.parquet as pq
+
+    from compactor import schema as ts
+    from readers.reader import TopicReader
+    from tests.e2e.test_other_engines import duckdb_connection
+
+    lake.create_topic("d.engines", partitions=2)
+    data = [(f"k{i % 5}".encode(), f"v{i}".encode() if i % 7 else None, 1_000 + i,
+             [("h", b"x%d" % i), ("n", None)] if i % 3 == 0 else []) for i in range(30)]
+    df = spark.createDataFrame(data, f"key binary, value binary, timestamp_ms bigint, headers {headers_type()}")
+    produce_dataframe(lake, "d.engines", df.repartition(2))
+    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    topic = lake.topic("d.engines")
+    expected = sorted((r.partition, r.offset, r.timestamp_ms, r.key, r.value, tuple(r.headers))
+                      for r in TopicReader(lake, "d.engines", read_compacted=False).records())
+    assert len(expected) == 30
+    ids = {field.name: field.field_id for field in ts.TOPIC_SCHEMA.fields}
+    for data_file in topic.raw_files():
+        with topic.table.io.new_input(data_file.path).open() as stream:
+            schema = pq.ParquetFile(stream).schema_arrow
+        assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in schema} == ids
+    def millis(stamp: dt.datetime) -> int:
+        return (stamp.astimezone(dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+
+    by_pyiceberg = sorted((r["partition"], r["offset"], millis(r["timestamp"]), r["key"], r["value"],
+                           tuple((h["key"], h["value"]) for h in r["headers"])) for r in rows(lake, "d.engines"))
+    table = f"`{lake.config.catalog_name}`.d.engines"
+    by_spark = sorted((r["partition"], r["offset"], millis(r["timestamp"]), bytes(r["key"]),
+                       bytes(r["value"]) if r["value"] is not None else None,
+                       tuple((h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in r["headers"]))
+                      for r in spark.sql(f"SELECT * FROM {table}").collect())
+    columns = '"partition", "offset", "timestamp", "key", "value", "headers"'
+    by_duckdb = sorted((p, o, millis(t), k, v, tuple((h["key"], h["value"]) for h in hs)) for p, o, t, k, v, hs in
+                       duckdb_connection().sql(f"SELECT {columns} FROM iceberg_scan('{topic.table.metadata_location}')")
+                       .fetchall())
+    assert by_pyiceberg == by_spark == by_duckdb == expected

@@ -35,19 +35,20 @@ def test_the_jar_is_built_once_and_again_when_a_source_changes(tmp_path: Path) -
     shutil.copytree(jars.UDF_SOURCES, sources)
     spark_jars = Path(pyspark.__file__).parent / "jars"
     dest = tmp_path / "jars"
+    iceberg = jars.jars_dir() / jars.ICEBERG_RUNTIME  # the writer compiles against Iceberg's Spark runtime
     assert udf_jar.source_hash(sources) == jars.udf_source_hash(sources) == jars.udf_source_hash()
-    assert udf_jar.ensure_udf_jar(dest, sources, spark_jars) is True
+    assert udf_jar.ensure_udf_jar(dest, sources, spark_jars, iceberg) is True
     built = dest / jars.UDF_JAR
     assert jars.jar_source_hash(built) == jars.udf_source_hash(sources)
     stamp = built.stat().st_mtime_ns
-    assert udf_jar.ensure_udf_jar(dest, sources, spark_jars) is False  # a second run builds nothing
+    assert udf_jar.ensure_udf_jar(dest, sources, spark_jars, iceberg) is False  # a second run builds nothing
     assert built.stat().st_mtime_ns == stamp
     jars.check_udf_jar(built, sources)
     changed = sources / "compactor" / "udf" / "Murmur2Partition.java"
     changed.write_text(changed.read_text() + "\n// changed\n")
     with pytest.raises(MissingJarsError, match=r"run infra/setup\.sh to rebuild it"):
         jars.check_udf_jar(built, sources)  # built from other sources than these
-    assert udf_jar.ensure_udf_jar(dest, sources, spark_jars) is True
+    assert udf_jar.ensure_udf_jar(dest, sources, spark_jars, iceberg) is True
     jars.check_udf_jar(built, sources)
 
 

@@ -1,0 +1,166 @@
+"""The files of a DataFrame batch, written by Spark's tasks straight into the topic's data directory.
+
+Each Spark task numbers its rows per topic partition as they stream by (``spark_columns.task_position``: no
+shuffle, no sort); a literal map of per-(Spark partition, topic partition) first offsets turns the number into
+the offset. The compiled ``compactor.udf.TopicFiles`` then writes, per topic partition a task holds, one Parquet
+file through Iceberg's own Parquet writer (the topic's schema and field ids, its write properties and metrics
+settings), routing each row by its partition column: no partition key and no writer lookup per row, as
+Iceberg's partitioned Spark writer needs, no staging table and no Spark commit. The driver gets one line per
+file (path, partition, rows, bytes), reads each file's footer for its statistics (per-file metadata only), checks
+the files against the counting pass and hands them to the topic's conditional commit (``producing.append``),
+which rewrites them (by running the write again) if another producer moved ``N_p`` first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+
+from compactor import schema as ts
+from compactor.errors import InputError
+from compactor.iceberg.bounds import file_bound
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.storage import delete_uncommitted
+from compactor.producing.spark_columns import task_position, topic_files
+from compactor.producing.spark_stage import STAGED_ROW_GROUP_BYTES, Counts, LakeLike
+from compactor.topics.topic import Topic
+from compactor.workers import pool
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# Spark's writer has no row limit per row group: keep them small enough for compaction to split files
+WRITE_OVERRIDES = {"write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES, "parquet.enable.dictionary": "false"}
+
+
+class SparkFiles:
+    """The ``Staged`` protocol over files Spark's tasks write into the topic (see the module docstring)."""
+
+    def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
+                 now_ms: int) -> None:
+        self.lake = lake
+        self.topic = topic
+        self.frame = frame
+        self.cells = counted.cells
+        self.counts = counted.counts
+        self.sizes = counted.sizes
+        self.rr_start = rr_start
+        self.now_ms = now_ms
+        self._base: np.ndarray | None = None
+        self._files: list[DataFile] = []
+
+    def staged_base(self) -> np.ndarray:
+        return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
+
+    def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        touched = np.nonzero(self.counts)[0]
+        if self._base is not None and np.array_equal(self._base[touched], base[touched]):
+            return self._files
+        self.discard()
+        self._files = self._write(table, base)
+        self._base = base.copy()
+        return self._files
+
+    def rows(self, base: np.ndarray) -> DataFrame:
+        """The batch's rows as the topic's columns, with offsets from ``base`` (in each task's row order)."""
+        from pyspark.sql import functions as F
+
+        partitions = len(self.counts)
+        starts = []  # (Spark partition * P + topic partition, the offset of that cell's first row)
+        before = np.zeros(partitions, np.int64)
+        for pid, p in sorted(self.cells):
+            starts.append((pid * partitions + p, int(base[p] + before[p])))
+            before[p] += self.cells[(pid, p)]
+        # A literal map, not a join: a join makes Spark infer constraints through every projection of the
+        # prepared columns, which blows up its expression trees.
+        cells = F.create_map(*[F.lit(x) for cell, start in starts for x in (cell, start)])
+        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * partitions + F.col("_p"))
+        # the row's position among its task's rows of the same topic partition, counted as the rows stream by
+        # (compiled, non-deterministic: evaluated once per row), so no sort is needed to number them
+        numbered = self.frame.withColumn("_i", task_position(F.col("_p")))
+        return numbered.select(
+            F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
+            F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
+            F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS))
+
+    def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        lines = topic_files(self.rows(base), self._jvm_name(), uuid.uuid4().hex[:12], WRITE_OVERRIDES)
+        written = [_parse(line) for line in lines]
+        try:
+            with translate_storage_errors(f"reading the footers of {self.topic.name}'s new files"):
+                files = list(pool().map(lambda w: _data_file(table, *w), written))
+        except BaseException:
+            delete_uncommitted(table.io, [w[0] for w in written])
+            raise
+        check_files(files, base, self.counts, table)
+        return files
+
+    def _jvm_name(self) -> str:
+        """The topic's table as the session's Iceberg catalog names it."""
+        parts = (self.lake.config.catalog_name, *self.topic.name.namespace, self.topic.name.topic)
+        return ".".join(f"`{part}`" for part in parts)
+
+    def discard(self) -> None:
+        delete_uncommitted(self.topic.table.io, [f.file_path for f in self._files])
+        self._files = []
+        self._base = None
+
+
+def _parse(line: str) -> tuple[str, int, int, int]:
+    path, partition, rows, size = line.split("\t")
+    return path, int(partition), int(rows), int(size)
+
+
+def _data_file(table: Table, path: str, partition: int, rows: int, size: int) -> DataFile:
+    """A written file as a ``DataFile`` with its column statistics, from its Parquet footer."""
+    with table.io.new_input(path).open() as stream:
+        metadata = pq.read_metadata(stream)
+    if metadata.num_rows != rows:
+        raise InputError(f"the new data file {path} holds {metadata.num_rows} rows, its writer wrote {rows}")
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=metadata,
+        stats_columns=compute_statistics_plan(ts.TOPIC_SCHEMA, table.metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(ts.TOPIC_SCHEMA),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET, partition=Record(partition),
+        file_size_in_bytes=size, sort_order_id=None, spec_id=table.metadata.default_spec_id, equality_ids=None,
+        key_metadata=None, **statistics.to_serialized_dict())
+
+
+def check_files(files: list[DataFile], base: np.ndarray, counts: np.ndarray, table: Table) -> None:
+    """Every partition's files must hold exactly ``[base_p, base_p + count_p)``, each a contiguous range;
+    otherwise the files are deleted and the batch fails (the DataFrame changed between the passes)."""
+    by_partition: dict[int, list[tuple[int, int, int]]] = {}
+    for data_file in files:
+        lo = file_bound(data_file.lower_bounds, ts.OFFSET_FIELD_ID, "long")
+        hi = file_bound(data_file.upper_bounds, ts.OFFSET_FIELD_ID, "long")
+        if lo is None or hi is None:
+            delete_uncommitted(table.io, [f.file_path for f in files])
+            raise InputError("a new data file lacks offset statistics")
+        by_partition.setdefault(int(data_file.partition[0]), []).append((lo, hi, int(data_file.record_count)))
+    for p in range(len(counts)):
+        expected = int(base[p])
+        for lo, hi, n in sorted(by_partition.get(p, [])):
+            if lo != expected or hi - lo + 1 != n:
+                break
+            expected = hi + 1
+        if expected != int(base[p] + counts[p]) or sum(n for *_, n in by_partition.get(p, [])) != int(counts[p]):
+            delete_uncommitted(table.io, [f.file_path for f in files])
+            raise InputError(
+                "the DataFrame returned different rows when written than when counted (it is not "
+                "deterministic): sort it, read it from files or cache() it; nothing was written")
+
+
+__all__ = ["WRITE_OVERRIDES", "SparkFiles", "check_files"]
