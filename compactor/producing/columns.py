@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 
 from compactor import schema as ts
 from compactor.errors import InputError, InvalidRecordError
-from compactor.topics.records import HEADER_KEY_NOT_TEXT, ProducerRecord
+from compactor.topics.record_rules import HEADER_KEY_NOT_TEXT
+from compactor.topics.records import ProducerRecord
 
 KEY, VALUE, PARTITION, TIMESTAMP_MS, HEADERS, OFFSET = "key", "value", "partition", "timestamp_ms", "headers", "offset"
 HEADERS_TYPE = ts.ARROW_SCHEMA.field(ts.HEADERS).type

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
+from compactor.clock import resolve_now_ms
 from compactor.errors import InputError, InvalidRecordError
 from compactor.producing.append import (
     DEFAULT_ATTEMPTS,
@@ -49,13 +49,7 @@ from compactor.producing.placements import same_batch
 from compactor.producing.producer import BatchSummary, batch_summary
 from compactor.producing.spark_columns import headers_type, murmur2_partition
 from compactor.producing.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
-from compactor.spark.columns import record_bytes
-from compactor.topics.records import (
-    HEADER_KEY_NOT_TEXT,
-    partition_out_of_range,
-    record_too_large,
-    timestamp_out_of_range,
-)
+from compactor.topics.record_rules import HEADER, SIZE, problem_message, spark_problems, spark_record_bytes
 from compactor.topics.topic import Topic
 from compactor.workers import pool
 
@@ -94,7 +88,7 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
     frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))
     headers = F.col("headers") if "headers" in names else None
-    return frame.withColumn("_size", record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
+    return frame.withColumn("_size", spark_record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
 
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True) -> Counts:
@@ -106,28 +100,21 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
     def first(condition: Any) -> Any:
         return F.min(F.when(condition, F.col("_row")))
 
-    checks = {
-        "partition": (F.col("partition").isNotNull()
-                      & ((F.col("partition") < 0) | (F.col("partition") >= partitions))),
-        "size": F.col("_size") > max_message_bytes,
-        "timestamp": F.col("timestamp_ms").isNotNull()
-        & ((F.col("timestamp_ms") < 0) | (F.col("timestamp_ms") > MAX_TIMESTAMP_MS)),
-    }
-    if headers:
-        checks["header"] = F.coalesce(F.exists(F.col("headers"), lambda h: h.getField("key").isNull()), F.lit(False))
+    checks = spark_problems(F.col("partition"), F.col("_size"), F.col("timestamp_ms"),
+                            F.col("headers") if headers else None, partitions, max_message_bytes)
     rows = (frame.groupBy("_pid", "_p")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("_size").alias("bytes"),
-                 *[first(c).alias(f"bad_{name}") for name, c in checks.items()],
-                 *[F.max(F.when(checks[name], F.col(column))).alias(f"value_{name}")
-                   for name, column in (("partition", "partition"), ("size", "_size"),
-                                        ("timestamp", "timestamp_ms"))])
+                 *[first(c).alias(f"bad_{name}") for name, (c, _) in checks.items()],
+                 *[F.max(F.when(c, v)).alias(f"value_{name}") for name, (c, v) in checks.items() if v is not None])
             .collect())
     problems: list[tuple[int, str]] = []
     for row in rows:
         for name in checks:
             bad = row[f"bad_{name}"]
             if bad is not None:
-                problems.append((int(bad), _message(name, row, partitions, max_message_bytes)))
+                value = row[f"value_{name}"] if name != HEADER else None
+                message = problem_message(name, value, partitions, max_message_bytes)
+                problems.append((int(bad), f"a {message}" if name == SIZE else message))
     if problems:
         position, message = min(problems)
         spark_partition, index = position >> ROW_BITS, position & ((1 << ROW_BITS) - 1)
@@ -140,16 +127,6 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
         counts[int(row["_p"])] += int(row["n"])
         sizes[int(row["_p"])] += int(row["bytes"] or 0)
     return Counts(cells, sizes, counts)
-
-
-def _message(name: str, row: Any, partitions: int, max_message_bytes: int) -> str:
-    if name == "partition":
-        return partition_out_of_range(row["value_partition"], partitions)
-    if name == "size":
-        return f"a {record_too_large(row['value_size'], max_message_bytes)}"
-    if name == "timestamp":
-        return timestamp_out_of_range(row["value_timestamp"])
-    return HEADER_KEY_NOT_TEXT
 
 
 def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,

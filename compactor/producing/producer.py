@@ -49,7 +49,7 @@ from compactor.producing.columns import (
 from compactor.producing.files import StagedFiles
 from compactor.producing.placements import Placements, encode, verify_replay
 from compactor.producing.plan import BatchPlan, check_mirror
-from compactor.producing.validation import record_sizes, validate
+from compactor.producing.validation import batch_sizes, validate
 from compactor.results import JsonResult
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
@@ -177,7 +177,7 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
     try:
         for raw, rows in chunks:
             batch = normalise(raw, rows)
-            sizes = record_sizes(batch)
+            sizes = batch_sizes(batch)
             validate(batch, sizes, partitions, settings.max_message_bytes, rows, keep_offsets=keep_offsets)
             assigned = plan.assign(batch)
             ranks, grouping = plan.rank(assigned, sizes)
