@@ -15,7 +15,8 @@ from pyiceberg.table import Table
 from compactor import properties as props
 from compactor.cursor import MAIN
 from compactor.errors import CommitConflictError, CursorMovedError
-from compactor.iceberg.commits import RefMove, build_snapshot, commit, send
+from compactor.iceberg.commits import RefMove, commit, send
+from compactor.iceberg.snapshots import build_snapshot
 
 log = logging.getLogger(__name__)
 

@@ -25,32 +25,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import pyarrow as pa
 
 from compactor.clock import resolve_now_ms
 from compactor.errors import CompactorError, InputError, InvalidRecordError
+from compactor.lake import Lake
 from compactor.producing.columns import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
 from compactor.producing.producer import produce_stream
+from compactor.producing.results import RecordMetadata
 from compactor.topics.record_rules import HEADER_KEY_NOT_TEXT, record_problem, record_size
 from compactor.topics.topic import Topic
 
 log = logging.getLogger(__name__)
 HeaderInput = Iterable[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None]
-
-
-class RecordMetadata(NamedTuple):
-    """Where a sent record landed."""
-
-    partition: int
-    offset: int
-
-
-class TopicSource(Protocol):
-    """Anything that opens topics by name (a ``compactor.lake.Lake``)."""
-
-    def topic(self, name: str) -> Topic: ...
 
 
 def _bytes(value: bytes | str | None, what: str) -> bytes | None:
@@ -89,7 +78,7 @@ class _Batch:
 class Producer:
     """A buffered, thread-safe producer for one topic (see the module docstring)."""
 
-    def __init__(self, lake: TopicSource, topic: str | Topic, *, linger_ms: int = 5,
+    def __init__(self, lake: Lake, topic: str | Topic, *, linger_ms: int = 5,
                  batch_bytes: int = 8 * 1024 * 1024, retries: int = 5, max_attempts: int = 60,
                  clock: Callable[[], int] | None = None) -> None:
         if linger_ms < 0 or batch_bytes < 1 or retries < 0:
@@ -237,7 +226,7 @@ class Producer:
                 for p, o in zip(partitions.tolist(), offsets.tolist(), strict=True):
                     batch.futures[position].set_result(RecordMetadata(p, o))
                     position += 1
-            outcome.placements.close()
+            outcome.close()
             return
         assert error is not None
         for future in batch.futures:

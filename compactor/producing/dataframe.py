@@ -22,7 +22,7 @@ with nothing committed.
    (no shuffle), sorts them by (partition, offset) and writes, per topic partition, one file with a contiguous
    offset range into a private staging table whose data path is the topic's data directory.
 3. **Commit** (driver, pyiceberg): the staging table's files are appended to the topic in one conditional
-   commit with the new ``N_p`` (``producing.append``), exactly like every other append. On a lost race the write
+   commit with the new ``N_p`` (``producing.commit``), exactly like every other append. On a lost race the write
    runs again with the new bases. The staging table is dropped afterwards (its metadata deleted); a crashed
    run leaves it behind, for retention to drop once older than ``compaction.orphan-min-age-ms``
    (``spark_stage.drop_stale_staging``), and its uncommitted data files to orphan cleanup.
@@ -30,25 +30,18 @@ with nothing committed.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compactor.clock import resolve_now_ms
 from compactor.errors import InputError, InvalidRecordError
-from compactor.producing.append import (
-    DEFAULT_ATTEMPTS,
-    check_batch_id,
-    commit_batch,
-    committed_entry,
-    round_robin_start,
-)
-from compactor.producing.batch_ids import BatchIdRecord
-from compactor.producing.placements import same_batch
-from compactor.producing.producer import BatchSummary, batch_summary
+from compactor.lake import Lake
+from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
+from compactor.producing.replay import check_replay, start
+from compactor.producing.results import BatchSummary
 from compactor.producing.spark_columns import headers_type, murmur2_partition
-from compactor.producing.spark_stage import ROW_BITS, Counts, LakeLike, SparkStage, create_staging, discard_prepared
+from compactor.producing.spark_stage import ROW_BITS, Counts, SparkStage, create_staging, discard_prepared
 from compactor.topics.record_rules import HEADER, SIZE, problem_message, spark_problems, spark_record_bytes
 from compactor.topics.topic import Topic
 from compactor.workers import pool
@@ -129,26 +122,18 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
     return Counts(cells, sizes, counts)
 
 
-def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
+def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
                       now_ms: int | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> BatchSummary:
     """Append the rows of ``df`` to ``topic`` as one atomic batch (see the module docstring)."""
     now = resolve_now_ms(now_ms)
-    check_batch_id(batch_id)
     target = topic if isinstance(topic, Topic) else lake.topic(topic)
-    settings = target.settings
-    state = target.offsets()
-    partitions = state.partitions
-    table = target.table
-    replaying = None
-    if batch_id is not None:
-        replaying = committed_entry(table, BatchIdRecord.of(table.metadata.properties), batch_id, now,
-                                    settings.producer_id_expiration_ms)
-    rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
-    frame = _prepare(df, partitions, rr_start)
+    planned = start(target, batch_id, now)
+    partitions, replaying = planned.partitions, planned.replaying
+    frame = _prepare(df, partitions, planned.rr_start)
     # the staging table is created meanwhile (a catalog round trip the batch would otherwise wait for)
-    prepared = pool().submit(create_staging, lake, target, table) if replaying is None else None
+    prepared = pool().submit(create_staging, lake, target, planned.table) if replaying is None else None
     try:
-        counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
+        counted = _count(frame, partitions, planned.settings.max_message_bytes, headers="headers" in df.columns)
     except BaseException:
         if prepared is not None:
             discard_prepared(lake, prepared)
@@ -157,22 +142,19 @@ def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batc
         if prepared is not None:
             discard_prepared(lake, prepared)
         if replaying is None:
-            return BatchSummary(batch_id, 0, False, None, 0)
-        entry_base, entry_counts = replaying.arrays(partitions)
-        same_batch(counted.counts, entry_counts)
-        return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
-    stage = SparkStage(lake, target, frame, counted, rr_start, now, prepared=prepared)
-    started = time.monotonic()
-    try:
-        committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,
-                                 operation="produce-dataframe", max_attempts=max_attempts, staged_at=started,
-                                 stale_after_s=0.0)
+            return BatchSummary.of(None, batch_id=batch_id)
+        check_replay(replaying, partitions, counts=counted.counts)
+        return BatchSummary.of(replaying, True)
+    stage = SparkStage(lake, target, frame, counted, planned.rr_start, now, prepared=prepared)
+    batch = BatchCommit(stage, counted.counts, counted.sizes, batch_id, now, "produce-dataframe")
+    try:  # Spark's write takes long: the commit starts from a fresh read of the topic
+        entry, duplicate, attempts = commit_batch(target, batch, planned, max_attempts=max_attempts,
+                                                  refresh_first=True)
     finally:
         stage.drop_staging()
-    if committed.duplicate:
-        same_batch(counted.counts, committed.counts)
-    return batch_summary(batch_id, committed.base, committed.counts, committed.snapshot_id, committed.duplicate,
-                    committed.attempts)
+    if duplicate:
+        check_replay(entry, partitions, counts=counted.counts)
+    return BatchSummary.of(entry, duplicate, attempts)
 
 
 __all__ = ["produce_dataframe"]

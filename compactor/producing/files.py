@@ -203,6 +203,15 @@ class StagedFiles:
     def data_files(self) -> list[DataFile]:
         return [f for partition in sorted(self.closed) for f in self.closed[partition]]
 
+    def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        """The data files with offsets starting at ``base[p]`` (``producing.commit.Staged``): rebased first if
+        another append moved a partition's ``N_p`` since they were written."""
+        self.rebase(table, base)
+        return self.data_files
+
+    def staged_base(self) -> np.ndarray:
+        return self.base
+
     def rebase(self, table: Table, new_base: Sequence[int] | np.ndarray) -> None:
         """Shift every partition's offsets to start at ``new_base[p]``, rewriting its files in chunks."""
         target = np.asarray(new_base, np.int64)

@@ -5,7 +5,7 @@ shuffle); a literal map of per-(Spark partition, topic partition) first offsets 
 offset; the task then sorts its rows by (partition, offset) and Iceberg's clustered writer writes, per topic
 partition, one file with a contiguous offset range in offset order. The files go to a staging table whose
 data path is the topic's data directory; the driver then checks them against the counting pass and hands them
-to the topic's conditional commit (``producing.append``), which rewrites them (by running the write again) if
+to the topic's conditional commit (``producing.commit``), which rewrites them (by running the write again) if
 another producer moved ``N_p`` first. The staging table is dropped afterwards, its metadata deleted.
 """
 
@@ -15,7 +15,7 @@ import contextlib
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pyiceberg.catalog import Catalog
@@ -29,31 +29,19 @@ from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, delete_uncommitted, drop_stale_tables
+from compactor.lake import Lake
 from compactor.producing.spark_columns import task_position
 from compactor.spark.active import active_session
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
 STAGING_INFIX = "__producing_"
 STAGING_DIR = "_compactor_staging"  # under the warehouse: the staging tables' metadata (their data is the topic's)
 STAGED_ROW_GROUP_BYTES = str(32 * 1024 * 1024)
-
-
-class LakeLike(Protocol):
-    """What the DataFrame producer needs from a ``compactor.lake.Lake``."""
-
-    config: LakeConfig
-
-    @property
-    def catalog(self) -> Any: ...
-
-    def spark(self) -> SparkSession: ...
-
-    def topic(self, name: str) -> Topic: ...
 
 
 @dataclass(frozen=True)
@@ -66,9 +54,9 @@ class Counts:
 
 
 class SparkStage:
-    """The ``Staged`` protocol over files written by Spark into a staging table (see the module docstring)."""
+    """``producing.commit.Staged`` over files written by Spark into a staging table (see the module docstring)."""
 
-    def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
+    def __init__(self, lake: Lake, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
                  now_ms: int, prepared: Future[tuple[str, str]] | None = None) -> None:
         self.lake = lake
         self.topic = topic
@@ -184,7 +172,7 @@ class SparkStage:
         self._staging = []
 
 
-def create_staging(lake: LakeLike, topic: Topic, table: Table) -> tuple[str, str]:
+def create_staging(lake: Lake, topic: Topic, table: Table) -> tuple[str, str]:
     """Create a private staging table for one DataFrame batch of ``topic`` (its data path is the topic's):
     ``(identifier, location)``. Callable from another thread while Spark counts the batch."""
     name = f"{topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
@@ -203,7 +191,7 @@ def create_staging(lake: LakeLike, topic: Topic, table: Table) -> tuple[str, str
     return identifier, location
 
 
-def drop_staging_table(lake: LakeLike, identifier: str, location: str) -> None:
+def drop_staging_table(lake: Lake, identifier: str, location: str) -> None:
     """Drop one staging table and delete its metadata (best effort: retention drops what is left behind)."""
     with contextlib.suppress(Exception):
         lake.catalog.drop_table(identifier)
@@ -211,7 +199,7 @@ def drop_staging_table(lake: LakeLike, identifier: str, location: str) -> None:
         delete_prefix(lake.config, location)
 
 
-def discard_prepared(lake: LakeLike, prepared: Future[tuple[str, str]]) -> None:
+def discard_prepared(lake: Lake, prepared: Future[tuple[str, str]]) -> None:
     """Drop a staging table created in advance for a batch that will not be written."""
     with contextlib.suppress(Exception):
         drop_staging_table(lake, *prepared.result())
@@ -239,7 +227,6 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
 __all__ = [
     "ROW_BITS",
     "Counts",
-    "LakeLike",
     "SparkStage",
     "create_staging",
     "discard_prepared",

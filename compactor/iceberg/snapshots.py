@@ -1,4 +1,6 @@
-"""The snapshot of one append, built so that a commit costs the same on a topic's first day and its thousandth.
+"""The product's hand-built snapshots: an append's (``build_append``) and a cursor commit's (``build_snapshot``).
+
+An append's snapshot is built so that a commit costs the same on a topic's first day and its thousandth.
 
 Three things would otherwise grow with every commit (measured in ``bench/produce_bench.py``):
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyiceberg.manifest import (
@@ -113,4 +115,45 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
     return BuiltSnapshot(snapshot, tuple(written))
 
 
-__all__ = ["MERGE_FACTOR", "BuiltSnapshot", "build_append", "choose_merge"]
+def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str],
+                   extra: Callable[[int], Sequence[ManifestFile]] | None = None,
+                   counters: Mapping[str, str] | None = None) -> Snapshot:
+    """A snapshot with the parent's content and extra summary properties.
+
+    ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
+    commit adds the run's position deletes this way), with their summary ``counters``.
+    """
+    metadata = table.metadata
+    snapshot_id = metadata.new_snapshot_id()
+    sequence_number = metadata.next_sequence_number()
+    manifests = list(parent.manifests(table.io)) if parent is not None else []
+    added = list(extra(snapshot_id)) if extra is not None else []
+    manifests.extend(added)
+    location = table.location_provider().new_metadata_location(
+        f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
+    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
+    with write_manifest_list(
+        format_version=metadata.format_version,
+        output_file=table.io.new_output(location),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id if parent else None,
+        sequence_number=sequence_number,
+        avro_compression=compression,  # type: ignore[arg-type]
+    ) as writer:
+        writer.add_manifests(manifests)
+    operation = Operation.DELETE if added else Operation.APPEND
+    summary = update_snapshot_summaries(
+        Summary(operation=operation, **dict(counters or {}), **dict(properties)),
+        previous_summary=parent.summary.additional_properties if parent is not None and parent.summary else None,
+    )
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id if parent else None,
+        sequence_number=sequence_number,
+        manifest_list=location,
+        summary=summary,
+        schema_id=metadata.current_schema_id,
+    )
+
+
+__all__ = ["MERGE_FACTOR", "BuiltSnapshot", "build_append", "build_snapshot", "choose_merge"]
