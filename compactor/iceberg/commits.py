@@ -41,6 +41,7 @@ from pyiceberg.table.update import (
 
 from compactor.errors import CommitConflictError, InputError, OutcomeUnknownError
 from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error
+from compactor.iceberg.internals import delete_old_metadata, transaction_parts
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def _delete_dropped_versions(table: Table, committed: TableMetadata) -> None:
     after its own commits; commits sent here bypass it, and each version is a copy of the whole metadata (with
     a full raw snapshot window, ~800 kB). Best effort: a file left behind is only storage (pyiceberg logs it)."""
     try:
-        Catalog._delete_old_metadata(table.io, table.metadata, committed)
+        delete_old_metadata(table.io, table.metadata, committed)
     except Exception:
         log.warning("could not delete old metadata versions of %s", table.name(), exc_info=True)
 
@@ -164,11 +165,9 @@ def send_transaction(catalog: Catalog, tx: Transaction, what: str) -> Table:
     The transaction must add a snapshot: after an ambiguous failure, that snapshot's presence in the re-read
     table is how ``send`` learns that the commit landed.
     """
-    updates = tuple(tx._updates)
+    table, requirements, updates = transaction_parts(tx)
     added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
     if not added:
         raise ValueError(f"{what}: send_transaction needs a transaction that adds a snapshot")
-    table = tx._table
-    requirements = (*tx._requirements, AssertTableUUID(uuid=table.metadata.table_uuid))
     return send(catalog, table, requirements, updates,
                 lambda metadata: all(metadata.snapshot_by_id(i) is not None for i in added), what)
