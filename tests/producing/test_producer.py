@@ -14,6 +14,7 @@ from compactor.config import LakeConfig
 from compactor.errors import AppendConflictError, BatchIdConflictError, InvalidRecordError
 from compactor.lake import Lake
 from compactor.producing.producer import produce
+from compactor.producing.results import ProduceResult
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
@@ -138,7 +139,7 @@ def test_a_batch_id_committed_by_another_sender_during_the_race_is_found_again(l
     topic = lake.create_topic("a.t", partitions=2)
     rival = lake.topic("a.t")
     batch = [ProducerRecord(b"k1", b"v1"), ProducerRecord(None, b"v2")]
-    sent = {"rival": None}
+    sent: dict[str, ProduceResult | None] = {"rival": None}
 
     def rival_sends_the_same_batch() -> None:
         if sent["rival"] is None:

@@ -21,7 +21,8 @@ records = st.tuples(blobs, blobs, headers)
 
 
 @given(st.lists(records, max_size=8))
-def test_a_records_bytes_are_the_same_one_at_a_time_and_in_columns(rows: list[tuple]) -> None:
+def test_a_records_bytes_are_the_same_one_at_a_time_and_in_columns(
+        rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]) -> None:
     keys = pa.array([k for k, _, _ in rows], pa.large_binary())
     values = pa.array([v for _, v, _ in rows], pa.large_binary())
     lists = pa.array([[{"key": n, "value": x} for n, x in h] or None for _, _, h in rows], HEADERS_TYPE)
@@ -30,7 +31,8 @@ def test_a_records_bytes_are_the_same_one_at_a_time_and_in_columns(rows: list[tu
 
 @given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-3, 5)), st.integers(0, 30),
                           st.one_of(st.none(), st.integers(-2, MAX_TIMESTAMP_MS + 2))), max_size=8))
-def test_a_bad_record_is_found_by_both_forms_with_the_same_message(rows: list[tuple]) -> None:
+def test_a_bad_record_is_found_by_both_forms_with_the_same_message(
+        rows: list[tuple[int | None, int, int | None]]) -> None:
     partitions, max_bytes = 3, 20
     one_by_one = [record_problem(p, s, t, partitions, max_bytes) for p, s, t in rows]
     columns = column_problems(pa.array([p for p, _, _ in rows], pa.int64()),
