@@ -127,7 +127,10 @@ def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[st
     """A snapshot with the parent's content and extra summary properties.
 
     ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
-    commit adds the run's position deletes this way), with their summary ``counters``.
+    commit adds the run's position deletes this way), with their summary ``counters``. Hand-built: pyiceberg
+    0.12's public snapshot producers write every added file into a data manifest (``_SnapshotProducer.
+    _manifests``), so they cannot add the run's position delete files, which need a delete manifest
+    (``compaction.deletes``).
     """
     metadata = table.metadata
     snapshot_id = metadata.new_snapshot_id()
