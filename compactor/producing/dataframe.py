@@ -143,7 +143,7 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
             discard_prepared(lake, prepared)
         if replaying is None:
             return BatchSummary.of(None, batch_id=batch_id)
-        check_replay(replaying, partitions, counts=counted.counts)
+        check_replay(replaying, counted.counts)
         return BatchSummary.of(replaying, True)
     stage = SparkStage(lake, target, frame, counted, planned.rr_start, now, prepared=prepared)
     batch = BatchCommit(stage, counted.counts, counted.sizes, batch_id, now, "produce-dataframe")
@@ -153,7 +153,7 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
     finally:
         stage.drop_staging()
     if duplicate:
-        check_replay(entry, partitions, counts=counted.counts)
+        check_replay(entry, counted.counts)
     return BatchSummary.of(entry, duplicate, attempts)
 
 

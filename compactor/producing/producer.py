@@ -33,7 +33,7 @@ from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_bat
 from compactor.producing.files import StagedFiles
 from compactor.producing.placements import Placements, encode
 from compactor.producing.plan import BatchPlan, check_mirror
-from compactor.producing.replay import check_replay, start
+from compactor.producing.replay import replay, start
 from compactor.producing.results import BatchSummary, ProduceResult
 from compactor.producing.validation import batch_sizes, validate
 from compactor.topics.records import ProducerRecord
@@ -85,12 +85,12 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
         files.discard()
         if replaying is None:
             return ProduceResult(BatchSummary.of(None), None, placements, partitions, 0, now)
-        check_replay(replaying, partitions, placements=placements, rr_start=planned.rr_start)
+        replay(replaying, placements, partitions, planned.rr_start)
         return ProduceResult(BatchSummary.of(replaying, True), replaying, placements, partitions, 0, now)
     batch = BatchCommit(files, plan.counts, plan.sizes, batch_id, now, operation, keep_offsets, fresh_id)
     entry, duplicate, attempts = commit_batch(topic, batch, planned, max_attempts=max_attempts,
                                               refresh_first=time.monotonic() - started > STALE_AFTER_S)
-    shift = check_replay(entry, partitions, placements=placements, rr_start=planned.rr_start) if duplicate else 0
+    shift = replay(entry, placements, partitions, planned.rr_start) if duplicate else 0
     return ProduceResult(BatchSummary.of(entry, duplicate, attempts), entry, placements, partitions, shift, now)
 
 

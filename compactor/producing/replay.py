@@ -77,19 +77,19 @@ def start(topic: Topic, batch_id: str | None, now_ms: int, *, fresh_id: bool = F
     return BatchStart(table, settings, np.asarray(state.next_offsets, np.int64), replaying, rr_start)
 
 
-def check_replay(entry: BatchEntry, partitions: int, counts: np.ndarray | None = None,
-                 placements: Placements | None = None, rr_start: int = 0) -> int:
-    """Check that a re-sent batch is the batch committed as ``entry`` (as many records in each partition, from
-    its ``counts`` or its ``placements`` planned from ``rr_start``); returns the round-robin shift that maps
-    its keyless records onto the original's."""
+def replay(entry: BatchEntry, placements: Placements, partitions: int, rr_start: int) -> int:
+    """Check that a re-sent batch, whose rows are ``placements`` planned from ``rr_start``, is the batch
+    committed as ``entry``; returns the round-robin shift that maps its keyless rows onto the original's."""
     shift = entry.rr_start - rr_start
-    _, entry_counts = entry.arrays(partitions)
-    mine = counts if counts is not None else placements.counts(partitions, shift) if placements else None
-    if mine is None:
-        raise ValueError("check_replay needs the batch's counts or placements")
-    same_batch(mine, entry_counts)
+    check_replay(entry, placements.counts(partitions, shift))
     return shift
 
 
-__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "check_replay", "find_committed",
+def check_replay(entry: BatchEntry, counts: np.ndarray) -> None:
+    """A re-sent batch must put as many records in each partition (``counts``) as the batch committed as
+    ``entry`` did (else ``BatchIdConflictError``)."""
+    same_batch(counts, entry.arrays(len(counts))[1])
+
+
+__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "check_replay", "find_committed", "replay",
            "round_robin_start", "start"]
