@@ -5,8 +5,8 @@ Hand-built because pyiceberg's public snapshot producers do not keep it flat (``
 the product's commit around either snapshot, one-record batches with ids; pyiceberg 0.12.0, a shared 2-core
 machine): with ``fast_append`` the manifest list grows by one per commit and each commit reads it, 18 ms at
 commit 1, 56 ms at 100, 215 ms at 500, 1,326 ms at 1,000 (1,000 manifests); ``merge_append`` keeps 10
-manifests but rewrites them, 50 / 136 / 407 / 1,560 ms; built here, 15-35 ms at commit 1 and 30-56 ms at
-1,000 (13 manifests).
+manifests but rewrites them, 50 / 136 / 407 / 1,560 ms; built here, 15-36 ms at commit 1 and 30-71 ms at
+1,000 (13 manifests; five runs, the spread is the shared machine's).
 
 Three things would otherwise grow with every commit (measured in ``bench/produce_bench.py``):
 
