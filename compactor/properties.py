@@ -60,7 +60,6 @@ COMPACTED_TABLE_PROPERTIES = {
 SUMMARY_OPERATION = "compactor.operation"   # produce, retention, ...
 SUMMARY_NOW = "compactor.now-ms"            # the command's clock: expiry ages use it, never commit times
 SUMMARY_BATCH_ID = "compactor.batch-id"     # the producer's idempotence key
-SUMMARY_BATCH = "compactor.batch"           # (older topics) the batch's offsets plan: base, counts, round-robin start
 SUMMARY_BASE = "compactor.base"             # the empty snapshot first compaction runs branch from
 
 # --- snapshot summary properties of a cursor (SEMANTICS section 3) -------------------------------------------

@@ -1,7 +1,7 @@
 """What a reader pins when it opens (SEMANTICS section 5): the cursor ``C`` first, then the raw snapshot ``R``
 and the list of its data files, and how the pinned tables' files are planned for a read.
 
-The raw files are planned at open: later appends drop older snapshots' metadata entries (``producing.snapshots``)
+The raw files are planned at open: later appends drop older snapshots' metadata entries (``producing.commit``)
 and expiry keeps only the *files* of snapshots replaced within the lease, so an open reader never needs
 ``R``'s manifests again, only its data files. The compacted side is planned when read: the cursor's snapshot
 is protected from expiry while the cursor is retained.

@@ -34,3 +34,15 @@ def assignments(pairs: list[str]) -> dict[str, str]:
 def add_now_ms(parser: argparse.ArgumentParser, *, hidden: bool = False) -> None:
     parser.add_argument("--now-ms", type=int, help=argparse.SUPPRESS if hidden else
                         "override the clock (milliseconds since the epoch)")
+
+
+def add_json_action(actions: Any, name: str, help_text: str, handler: Any,
+                    *positionals: str) -> argparse.ArgumentParser:
+    """An action that prints a table or, with ``--json``, JSON (``list``, ``describe``): its parser, taking
+    ``positionals`` and ``--json``, run by ``handler``."""
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+    for positional in positionals:
+        parser.add_argument(positional)
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=handler)
+    return parser

@@ -14,7 +14,7 @@ import sys
 from types import FrameType
 from typing import Any
 
-from compactor.cli.common import add_now_ms, emit, lake_of
+from compactor.cli.common import add_json_action, add_now_ms, emit, lake_of
 from compactor.clock import wall_clock_ms
 from compactor.consumer import Consumer
 from compactor.consumer.admin import describe_group, reset_group
@@ -125,14 +125,10 @@ def register(verbs: Any) -> None:
 
     group = verbs.add_parser("group", help="consumer groups: list, describe, reset, delete")
     actions = group.add_subparsers(dest="group_verb", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="the groups with committed positions")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=group_list)
-    describing = actions.add_parser("describe", help="positions, lag, owners and members of a group")
-    describing.add_argument("group")
-    describing.add_argument("--json", action="store_true")
+    add_json_action(actions, "list", "the groups with committed positions", group_list)
+    describing = add_json_action(actions, "describe", "positions, lag, owners and members of a group", group_describe,
+                                 "group")
     add_now_ms(describing, hidden=True)
-    describing.set_defaults(handler=group_describe)
     resetting = actions.add_parser("reset", help="move a group's committed positions on a topic")
     resetting.add_argument("group")
     resetting.add_argument("--topic", required=True)

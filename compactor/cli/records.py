@@ -27,7 +27,8 @@ from compactor.cli.common import add_now_ms, lake_of
 from compactor.errors import InputError, UsageError
 from compactor.lake import Lake
 from compactor.producing.placements import Placements
-from compactor.producing.producer import BatchOutcome, produce_stream
+from compactor.producing.producer import produce_stream
+from compactor.producing.results import ProduceResult
 from compactor.producing.sources import FORMATS, read_source, split
 from compactor.progress import Progress
 from compactor.topics.records import write_jsonl
@@ -65,10 +66,10 @@ def produce(args: argparse.Namespace) -> int:
                 try:
                     _print(outcome, output)
                 finally:
-                    outcome.placements.close()  # its spool file, whichever output was printed
+                    outcome.close()  # its spool file, whichever output was printed
                 if outcome.records >= PROGRESS_RECORDS:
                     progress.phase("committed", records=outcome.records, batch_id=batch_id,
-                                   duplicate=bool(outcome.committed and outcome.committed.duplicate))
+                                   duplicate=outcome.duplicate)
     except OSError as exc:
         raise InputError(f"cannot read {source}: {exc.strerror or exc}") from None
     return 0
@@ -118,11 +119,11 @@ def _reporter(progress: Progress) -> Callable[[int], None]:
     return report
 
 
-def _print(outcome: BatchOutcome, output: str) -> None:
+def _print(outcome: ProduceResult, output: str) -> None:
     out = sys.stdout
     if output == "summary":
-        if outcome.committed is not None:
-            out.write(json.dumps(outcome.summary().as_json()) + "\n")
+        if outcome.snapshot_id is not None:
+            out.write(json.dumps(outcome.summary.as_json()) + "\n")
         out.flush()
         return
     out.flush()

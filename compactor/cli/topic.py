@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from compactor.cli.common import assignments, emit, lake_of
+from compactor.cli.common import add_json_action, assignments, emit, lake_of
 from compactor.topics.describe import TopicDescription, describe_topic
 from compactor.topics.settings import SETTINGS
 
@@ -84,13 +84,8 @@ def register(verbs: Any) -> None:
     config.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     config.add_argument("--unset", action="append", default=[], metavar="KEY", help="restore the default")
     config.set_defaults(handler=topic_config)
-    listing = actions.add_parser("list", help="list topics")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=topic_list)
-    describe = actions.add_parser("describe", help="schema, settings, sizes, offsets, erasure bound")
-    describe.add_argument("name")
-    describe.add_argument("--json", action="store_true")
-    describe.set_defaults(handler=topic_describe)
+    add_json_action(actions, "list", "list topics", topic_list)
+    add_json_action(actions, "describe", "schema, settings, sizes, offsets, erasure bound", topic_describe, "name")
     delete = actions.add_parser("delete", help="drop a topic with all its data")
     delete.add_argument("name")
     delete.set_defaults(handler=topic_delete)

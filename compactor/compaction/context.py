@@ -56,7 +56,7 @@ class RunContext:
         """The raw rows of the new range ``[H_p(C), H_p)`` of the pinned snapshot ``S``, read from the current
         ``main``: the rows of that range never change once in ``S`` (offsets are never reused, and retention
         stays below every retained cursor's horizon), and appends may drop ``S``'s metadata entry meanwhile
-        (``producing.snapshots``), so Spark could not find ``S`` by id."""
+        (``producing.commit``), so Spark could not find ``S`` by id."""
         condition = offset_ranges((p, lo, hi) for p, (lo, hi) in self.plan.ranges.items())
         assert condition is not None, "raw_range() needs a range"
         return read_table(self.spark, self.name.spark_identifier(self.catalog_name), None,

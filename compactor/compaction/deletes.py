@@ -7,7 +7,8 @@ narrow columns, and writes the removed rows' ``(file_path, pos)`` straight into 
 (Parquet with the spec's field ids, one directory per partition, sorted by file and position). The cursor
 commit then adds them through one delete manifest. One narrow pass over the view per incremental run.
 
-The delete manifest writer is pyiceberg's V2 manifest writer with the content set to deletes; everything
+The delete manifest writer is pyiceberg's V2 manifest writer with the content set to deletes
+(``iceberg.internals.PositionDeleteManifestWriter``); everything
 else (entry encoding, partition summaries, sequence-number inheritance) is pyiceberg's own.
 """
 
@@ -22,16 +23,15 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    ManifestWriterV2,
 )
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
 from compactor.config import LakeConfig
+from compactor.iceberg.internals import PositionDeleteManifestWriter
 from compactor.iceberg.storage import filesystem, fs_path, list_files
 from compactor.schema import PARTITION
 
@@ -41,17 +41,6 @@ if TYPE_CHECKING:
 FILE_PATH_ID = 2147483546  # Iceberg's reserved field ids of position delete files
 POS_ID = 2147483545
 _PARTITION_DIR = re.compile(rf"/{PARTITION}=(-?\d+)/")
-
-
-class PositionDeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg's V2 manifest writer, writing a manifest of position delete files."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
 
 
 @dataclass(frozen=True)

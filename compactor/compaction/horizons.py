@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.table import Table
 
 from compactor import schema as ts
@@ -26,6 +25,7 @@ from compactor.iceberg.bounds import file_bound, task_range
 from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.scan import TaskReader
 from compactor.schema import TIMESTAMP_FIELD_ID
+from compactor.topics.record_rules import record_sizes
 
 
 @dataclass(frozen=True)
@@ -82,31 +82,14 @@ def compute_horizons(raw: RawSnapshotView, previous: Sequence[int], next_offsets
     return out
 
 
-def logical_bytes_col(batch: pa.RecordBatch) -> np.ndarray[Any, Any]:
-    """Key + value + headers bytes of each row (the same rule as ``ProducerRecord.size``)."""
-    key = pc.fill_null(pc.binary_length(batch.column(ts.KEY)), 0).to_numpy().astype(np.int64)
-    value = pc.fill_null(pc.binary_length(batch.column(ts.VALUE)), 0).to_numpy().astype(np.int64)
-    total = key + value
-    headers = batch.column(ts.HEADERS)
-    if headers.null_count < len(headers):
-        flat = pc.list_flatten(headers)
-        if len(flat):
-            sizes = (pc.fill_null(pc.binary_length(pc.struct_field(flat, "key")), 0).to_numpy().astype(np.int64)
-                     + pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0).to_numpy()
-                     .astype(np.int64))
-            parents = pc.list_parent_indices(headers).to_numpy()
-            total += np.bincount(parents, weights=sizes, minlength=len(total)).astype(np.int64)
-    result: np.ndarray[Any, Any] = total
-    return result
-
-
 def range_bytes(raw: RawSnapshotView, partition: int, start: int, end: int) -> int:
     """Logical bytes of the raw records ``[start, end)`` of ``partition`` (read from the files)."""
     tasks, reader = raw.tasks(partition, start, end, (ts.OFFSET, ts.KEY, ts.VALUE, ts.HEADERS))
     total = 0
     for task in tasks:
         for batch in _batches(reader, task):
-            total += int(logical_bytes_col(batch).sum())
+            total += int(record_sizes(batch.column(ts.KEY), batch.column(ts.VALUE),
+                                      batch.column(ts.HEADERS)).sum())
     return total
 
 

@@ -29,7 +29,7 @@ from compactor.schema import (
     VALUE,
     VIEW_COLUMNS,
 )
-from compactor.spark.columns import record_bytes
+from compactor.topics.record_rules import spark_record_bytes
 
 SUPERSEDED = "__compactor_superseded"
 DOOMED = "__compactor_doomed"
@@ -59,7 +59,7 @@ def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: 
         kept = kept.where(~is_tombstone())
     kept = (kept.withColumn(DELETE_HORIZON, F.when(is_tombstone(), F.lit(horizon)).otherwise(F.lit(None))
                             .cast("bigint"))
-            .withColumn(RECORD_BYTES, record_bytes(F.col(KEY), F.col(VALUE), F.col(HEADERS))))
+            .withColumn(RECORD_BYTES, spark_record_bytes(F.col(KEY), F.col(VALUE), F.col(HEADERS))))
     return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
 
 

@@ -24,7 +24,8 @@ from compactor.compaction.staging import require_cursor
 from compactor.cursor import MAIN, TAG_PREFIX, Cursor, cursor_properties
 from compactor.errors import CommitConflictError
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.commits import RefMove, build_snapshot, commit
+from compactor.iceberg.commits import RefMove, commit
+from compactor.iceberg.snapshots import build_snapshot
 from compactor.progress import Progress
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic

@@ -15,7 +15,8 @@ from pyiceberg.table import Table
 from compactor import properties as props
 from compactor.cursor import MAIN
 from compactor.errors import CommitConflictError, CursorMovedError
-from compactor.iceberg.commits import RefMove, build_snapshot, commit, send
+from compactor.iceberg.commits import RefMove, commit
+from compactor.iceberg.snapshots import build_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +78,9 @@ def create_stage_branch(catalog: Catalog, identifier: str, stage: str, base: int
 
 def drop_stage_branch(catalog: Catalog, identifier: str, stage: str) -> None:
     """Best effort: remove a failed run's staging branch (retention removes it otherwise)."""
-    from pyiceberg.table.update import RemoveSnapshotRefUpdate
-
     try:
         table = catalog.load_table(identifier)
         if stage in table.metadata.refs:
-            send(catalog, table, (), (RemoveSnapshotRefUpdate(ref_name=stage),),
-                 lambda m: stage not in m.refs, f"dropping staging branch {stage}")
+            commit(catalog, table, removals=[stage], expect={}, what=f"dropping staging branch {stage}")
     except Exception as exc:
         log.info("staging branch %s of %s left for retention to remove: %s", stage, identifier, exc)

@@ -28,19 +28,24 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 METADATA = MetaData()
 
+
+def _keys(*names: str) -> list[Column[Any]]:
+    """The primary key columns every table starts with: the catalog, the group, then ``names`` (in this order:
+    ``topic`` text, ``partition`` integer, any other text)."""
+    kinds: dict[str, Any] = {"partition": Integer}
+    return [Column(name, kinds.get(name, String(255)), primary_key=True)
+            for name in ("catalog_name", "group_id", *names)]
+
 GROUPS = Table(
     "compactor_groups", METADATA,
-    Column("catalog_name", String(255), primary_key=True),
-    Column("group_id", String(255), primary_key=True),
+    *_keys(),
     Column("created_ms", BigInteger, nullable=False),
     Column("last_commit_ms", BigInteger, nullable=False),
 )
 
 MEMBERS = Table(
     "compactor_group_members", METADATA,
-    Column("catalog_name", String(255), primary_key=True),
-    Column("group_id", String(255), primary_key=True),
-    Column("member_id", String(255), primary_key=True),
+    *_keys("member_id"),
     Column("topics", Text, nullable=False),  # the subscribed topics, comma-separated
     Column("client", String(255), nullable=False),  # host and process, for people
     Column("joined_ms", BigInteger, nullable=False),
@@ -49,10 +54,7 @@ MEMBERS = Table(
 
 PARTITIONS = Table(
     "compactor_group_partitions", METADATA,
-    Column("catalog_name", String(255), primary_key=True),
-    Column("group_id", String(255), primary_key=True),
-    Column("topic", String(255), primary_key=True),
-    Column("partition", Integer, primary_key=True),
+    *_keys("topic", "partition"),
     Column("committed_offset", BigInteger, nullable=True),
     Column("committed_ms", BigInteger, nullable=True),
     Column("owner", String(255), nullable=True),
@@ -63,10 +65,7 @@ PARTITIONS = Table(
 
 PENDING = Table(  # groups/pending.py: the range a batch engine is processing, fixed until it commits
     "compactor_group_pending", METADATA,
-    Column("catalog_name", String(255), primary_key=True),
-    Column("group_id", String(255), primary_key=True),
-    Column("topic", String(255), primary_key=True),
-    Column("partition", Integer, primary_key=True),
+    *_keys("topic", "partition"),
     Column("ranges", Text, nullable=False),  # the whole taken range: JSON {"<partition>": [start, end], ...}
     Column("created_ms", BigInteger, nullable=False),
 )

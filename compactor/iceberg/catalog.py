@@ -19,7 +19,7 @@ from pyiceberg.table import Table
 
 from compactor.config import LakeConfig, mask_password
 from compactor.errors import StorageUnavailableError, TopicNotFoundError
-from compactor.iceberg.sql_catalog import LakeSqlCatalog
+from compactor.iceberg.internals import LakeSqlCatalog
 
 SQLITE_BUSY_TIMEOUT_S = 60
 

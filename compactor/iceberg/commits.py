@@ -1,10 +1,11 @@
-"""Hand-built conditional catalog commits: a snapshot and ref moves, sent with their requirements.
+"""Every catalog commit of the product, built here: appends, cursor commits, expiry and retention deletes.
 
-Why not a library call: the product's commits must carry conditions pyiceberg's snapshot producers cannot take
-(``main`` must still point at a given snapshot) and must not be retried blindly (its automatic retry would
-strip ref assertions and re-commit on a new head). So snapshots are built here (a new manifest list over the
-parent's manifests, plus any manifests the caller adds) and sent with updates and requirements straight to
-``catalog.commit_table``.
+``commit`` turns what a commit does (a snapshot to add, refs to move or remove, properties to set, snapshot
+entries to drop) and what it requires (the same table; each named ref still at a given snapshot) into
+pyiceberg's table updates and requirements, and ``send`` sends them with ``catalog.commit_table``. Snapshots
+are built by ``iceberg.snapshots`` (appends and cursor snapshots) or by pyiceberg's own snapshot producers in a
+transaction (retention's delete, sent by ``send_transaction``). pyiceberg's ``Transaction.commit_transaction``
+is not used to send: it cannot tell a lost reply from a failed commit, which the product must (exit 75).
 
 Failure handling:
 
@@ -16,23 +17,23 @@ Failure handling:
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import ManifestFile, write_manifest_list
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.snapshots import Operation, Snapshot, Summary, update_snapshot_summaries
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
     AssertTableUUID,
     RemoveSnapshotRefUpdate,
+    RemoveSnapshotsUpdate,
+    SetPropertiesUpdate,
     SetSnapshotRefUpdate,
     TableRequirement,
     TableUpdate,
@@ -40,6 +41,7 @@ from pyiceberg.table.update import (
 
 from compactor.errors import CommitConflictError, InputError, OutcomeUnknownError
 from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error
+from compactor.iceberg.internals import delete_old_metadata, transaction_parts
 
 log = logging.getLogger(__name__)
 
@@ -68,58 +70,24 @@ class RefMove:
     kind: SnapshotRefType = SnapshotRefType.BRANCH
 
 
-def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str],
-                   extra: Callable[[int], Sequence[ManifestFile]] | None = None,
-                   counters: Mapping[str, str] | None = None) -> Snapshot:
-    """A snapshot with the parent's content and extra summary properties.
-
-    ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
-    commit adds the run's position deletes this way), with their summary ``counters``.
-    """
-    metadata = table.metadata
-    snapshot_id = metadata.new_snapshot_id()
-    sequence_number = metadata.next_sequence_number()
-    manifests = list(parent.manifests(table.io)) if parent is not None else []
-    added = list(extra(snapshot_id)) if extra is not None else []
-    manifests.extend(added)
-    location = table.location_provider().new_metadata_location(
-        f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
-    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
-    with write_manifest_list(
-        format_version=metadata.format_version,
-        output_file=table.io.new_output(location),
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=parent.snapshot_id if parent else None,
-        sequence_number=sequence_number,
-        avro_compression=compression,  # type: ignore[arg-type]
-    ) as writer:
-        writer.add_manifests(manifests)
-    operation = Operation.DELETE if added else Operation.APPEND
-    summary = update_snapshot_summaries(
-        Summary(operation=operation, **dict(counters or {}), **dict(properties)),
-        previous_summary=parent.summary.additional_properties if parent is not None and parent.summary else None,
-    )
-    return Snapshot(
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=parent.snapshot_id if parent else None,
-        sequence_number=sequence_number,
-        manifest_list=location,
-        summary=summary,
-        schema_id=metadata.current_schema_id,
-    )
-
-
 def commit(
     catalog: Catalog,
     table: Table,
     *,
-    snapshot: Snapshot | None,
+    snapshot: Snapshot | None = None,
     moves: Sequence[RefMove] = (),
     removals: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    remove_snapshots: Sequence[int] = (),
     expect: Mapping[str, int | None],
     what: str,
-) -> None:
-    """One conditional commit: add ``snapshot``, move/remove refs, if every ref in ``expect`` is as given."""
+    landed: Callable[[TableMetadata], bool] | None = None,
+) -> Table:
+    """The one builder of the product's catalog commits (appends, cursor commits, expiry; retention's delete
+    comes through ``send_transaction``): add ``snapshot``, move/remove refs, set ``properties``, drop the
+    entries of ``remove_snapshots``, all only if the table is the same table and every ref in ``expect`` is
+    as given. ``landed`` tells, after an ambiguous failure, whether the re-read table holds the commit (by
+    default: the new snapshot, or the ref moves and removals). Returns the table as committed."""
     updates: list[TableUpdate] = []
     if snapshot is not None:
         updates.append(AddSnapshotUpdate(snapshot=snapshot))
@@ -130,24 +98,28 @@ def commit(
         updates.append(SetSnapshotRefUpdate(ref_name=move.name, type=move.kind, snapshot_id=target,
                                             max_ref_age_ms=None, max_snapshot_age_ms=None, min_snapshots_to_keep=None))
     updates.extend(RemoveSnapshotRefUpdate(ref_name=name) for name in removals)
+    if properties:
+        updates.append(SetPropertiesUpdate(updates=dict(properties)))
+    if remove_snapshots:
+        updates.append(RemoveSnapshotsUpdate(snapshot_ids=list(remove_snapshots)))
     requirements: list[TableRequirement] = [AssertTableUUID(uuid=table.metadata.table_uuid)]
     requirements.extend(AssertRefSnapshotId(ref=ref, snapshot_id=sid) for ref, sid in expect.items())
 
-    def landed(metadata: TableMetadata) -> bool:
+    def moved(metadata: TableMetadata) -> bool:
         if snapshot is not None:
             return metadata.snapshot_by_id(snapshot.snapshot_id) is not None
         return all(metadata.refs.get(m.name) is not None and metadata.refs[m.name].snapshot_id == m.snapshot_id
                    for m in moves) and all(name not in metadata.refs for name in removals)
 
-    send(catalog, table, tuple(requirements), tuple(updates), landed, what)
+    return send(catalog, table, tuple(requirements), tuple(updates), landed or moved, what)
 
 
 def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...],
-         landed: Callable[[TableMetadata], bool], what: str) -> Table | None:
+         landed: Callable[[TableMetadata], bool], what: str) -> Table:
     """``catalog.commit_table`` with the failure classification described in the module docstring.
 
-    Returns the table as committed when the catalog says so (``None`` when the commit was only learned by
-    re-reading the table after an ambiguous failure).
+    Returns the table as committed (when the commit was only learned by re-reading the table after an
+    ambiguous failure, the table as re-read).
     """
     try:
         response = catalog.commit_table(table, requirements, updates)
@@ -169,7 +141,7 @@ def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, .
             f"{what} failed with '{first_line(failure)}' and the table could not be re-read to learn whether it "
             f"committed ('{first_line(reload_exc)}'); re-running is safe") from failure
     if landed(current.metadata):
-        return None
+        return current
     if is_storage_failure(failure):
         raise storage_error(what, failure) from failure
     raise failure
@@ -181,23 +153,21 @@ def _delete_dropped_versions(table: Table, committed: TableMetadata) -> None:
     after its own commits; commits sent here bypass it, and each version is a copy of the whole metadata (with
     a full raw snapshot window, ~800 kB). Best effort: a file left behind is only storage (pyiceberg logs it)."""
     try:
-        Catalog._delete_old_metadata(table.io, table.metadata, committed)
+        delete_old_metadata(table.io, table.metadata, committed)
     except Exception:
         log.warning("could not delete old metadata versions of %s", table.name(), exc_info=True)
 
 
-def send_transaction(catalog: Catalog, tx: Transaction, what: str) -> Table | None:
+def send_transaction(catalog: Catalog, tx: Transaction, what: str) -> Table:
     """``send`` what a pyiceberg transaction staged (its updates and requirements, plus the table's UUID) instead
     of ``commit_transaction``, which retries blindly and cannot tell a lost reply from a failed commit.
 
     The transaction must add a snapshot: after an ambiguous failure, that snapshot's presence in the re-read
     table is how ``send`` learns that the commit landed.
     """
-    updates = tuple(tx._updates)
+    table, requirements, updates = transaction_parts(tx)
     added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
     if not added:
         raise ValueError(f"{what}: send_transaction needs a transaction that adds a snapshot")
-    table = tx._table
-    requirements = (*tx._requirements, AssertTableUUID(uuid=table.metadata.table_uuid))
     return send(catalog, table, requirements, updates,
                 lambda metadata: all(metadata.snapshot_by_id(i) is not None for i in added), what)

@@ -3,8 +3,7 @@
 pyiceberg's ``ArrowScan.to_record_batches`` submits every task to a thread pool at once and keeps each
 task's batches in memory until consumed, so a slow consumer of a large topic would hold the whole topic.
 Here tasks are read in order with a prefetch window of a few files, and delete files (position deletes in
-the compacted view) are read once per plan. This module is the only one that touches pyiceberg's
-file-reading internals, so a pyiceberg upgrade has one place to check.
+the compacted view) are read once per plan. The pyiceberg internals this needs are in ``iceberg.internals``.
 """
 
 from __future__ import annotations
@@ -15,10 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
-from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
+
+from compactor.iceberg.internals import metrics_evaluator, read_delete_files, task_batches
 
 # Files read ahead of the consumer: up to PREFETCH_FILES at once, and no more than PREFETCH_BYTES of (compressed)
 # file size in flight unless a single file is larger, so memory stays bounded whatever the file sizes are.
@@ -40,7 +40,7 @@ class TaskReader:
         if deletes is not None:
             self._deletes = deletes
         else:
-            self._deletes = _read_all_delete_files(table.io, tasks) if any(t.delete_files for t in tasks) else {}
+            self._deletes = read_delete_files(table.io, tasks) if any(t.delete_files for t in tasks) else {}
 
     @property
     def deletes(self) -> Any:
@@ -49,7 +49,7 @@ class TaskReader:
 
     def read(self, task: FileScanTask) -> list[pa.RecordBatch]:
         """All (filtered, delete-applied) batches of one task."""
-        return list(self._scan._record_batches_from_scan_tasks_and_deletes([task], self._deletes))
+        return list(task_batches(self._scan, task, self._deletes))
 
     def stream(self, tasks: Sequence[FileScanTask]) -> Iterator[tuple[FileScanTask, list[pa.RecordBatch]]]:
         """Yield ``(task, batches)`` in task order, reading ahead within the prefetch bounds."""
@@ -88,5 +88,5 @@ def stream_tasks(work: Sequence[tuple[TaskReader, FileScanTask]]) -> Iterator[li
 def tasks_matching(schema: Schema, tasks: Sequence[FileScanTask], row_filter: BooleanExpression) -> list[FileScanTask]:
     """The tasks whose file statistics say they may hold rows matching ``row_filter`` (the test pyiceberg's own
     planning applies to manifest entries), for tasks planned earlier (files pinned at a reader's open)."""
-    evaluator = _InclusiveMetricsEvaluator(schema, row_filter)
+    evaluator = metrics_evaluator(schema, row_filter)
     return [task for task in tasks if evaluator.eval(task.file)]

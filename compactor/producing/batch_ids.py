@@ -50,9 +50,10 @@ SEGMENT_SCHEMA = pa.schema([("batch_id", pa.string()), ("now_ms", pa.int64()), (
 
 @dataclass(frozen=True)
 class BatchEntry:
-    """One committed batch: its id, clock, snapshot, round-robin start and ``(partition, base, count)`` runs."""
+    """One committed batch: its id, clock, snapshot, round-robin start and ``(partition, base, count)`` runs.
+    The record keeps the entries of batches with an id; a commit returns one for every batch."""
 
-    batch_id: str
+    batch_id: str | None
     now_ms: int
     snapshot_id: int
     rr_start: int
@@ -79,7 +80,7 @@ class BatchEntry:
                    tuple((int(p), int(b), int(c)) for p, b, c in plan))
 
     @classmethod
-    def of(cls, batch_id: str, now_ms: int, snapshot_id: int, rr_start: int, base: Sequence[int],
+    def of(cls, batch_id: str | None, now_ms: int, snapshot_id: int, rr_start: int, base: Sequence[int],
            counts: Sequence[int]) -> BatchEntry:
         plan = tuple((p, int(b), int(c)) for p, (b, c) in enumerate(zip(base, counts, strict=True)) if c)
         return cls(batch_id, now_ms, snapshot_id, rr_start, plan)

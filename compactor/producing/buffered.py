@@ -25,37 +25,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import pyarrow as pa
 
-from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
+from compactor.clock import resolve_now_ms
 from compactor.errors import CompactorError, InputError, InvalidRecordError
+from compactor.lake import Lake
 from compactor.producing.columns import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
 from compactor.producing.producer import produce_stream
-from compactor.topics.records import (
-    HEADER_KEY_NOT_TEXT,
-    partition_out_of_range,
-    record_too_large,
-    timestamp_out_of_range,
-)
+from compactor.producing.results import RecordMetadata
+from compactor.topics.record_rules import HEADER_KEY_NOT_TEXT, record_problem, record_size
 from compactor.topics.topic import Topic
 
 log = logging.getLogger(__name__)
 HeaderInput = Iterable[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None]
-
-
-class RecordMetadata(NamedTuple):
-    """Where a sent record landed."""
-
-    partition: int
-    offset: int
-
-
-class TopicSource(Protocol):
-    """Anything that opens topics by name (a ``compactor.lake.Lake``)."""
-
-    def topic(self, name: str) -> Topic: ...
 
 
 def _bytes(value: bytes | str | None, what: str) -> bytes | None:
@@ -94,7 +78,7 @@ class _Batch:
 class Producer:
     """A buffered, thread-safe producer for one topic (see the module docstring)."""
 
-    def __init__(self, lake: TopicSource, topic: str | Topic, *, linger_ms: int = 5,
+    def __init__(self, lake: Lake, topic: str | Topic, *, linger_ms: int = 5,
                  batch_bytes: int = 8 * 1024 * 1024, retries: int = 5, max_attempts: int = 60,
                  clock: Callable[[], int] | None = None) -> None:
         if linger_ms < 0 or batch_bytes < 1 or retries < 0:
@@ -123,24 +107,19 @@ class Producer:
         """Queue one record; the future resolves to its ``RecordMetadata`` when its batch commits."""
         key_bytes, value_bytes = _bytes(key, "key"), _bytes(value, "value")
         pairs = None
-        size = len(key_bytes or b"") + len(value_bytes or b"")
+        size = record_size(key_bytes, value_bytes)
         if headers:
             items = headers.items() if isinstance(headers, Mapping) else headers
-            pairs = []
+            named: list[tuple[str, bytes | None]] = []
             for name, header_value in items:
                 if not isinstance(name, str):
                     raise InvalidRecordError(HEADER_KEY_NOT_TEXT)
-                encoded = _bytes(header_value, "a header value")
-                pairs.append({"key": name, "value": encoded})
-                size += len(name.encode("utf-8")) + len(encoded or b"")
-        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)
-                                      or not 0 <= partition < self.partitions):
-            raise InvalidRecordError(partition_out_of_range(repr(partition), self.partitions))
-        if size > self.max_message_bytes:
-            raise InvalidRecordError(record_too_large(size, self.max_message_bytes))
-        if timestamp_ms is not None and (isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int)
-                                         or not 0 <= timestamp_ms <= MAX_TIMESTAMP_MS):
-            raise InvalidRecordError(timestamp_out_of_range(repr(timestamp_ms)))
+                named.append((name, _bytes(header_value, "a header value")))
+            pairs = [{"key": name, "value": encoded} for name, encoded in named]
+            size = record_size(key_bytes, value_bytes, named)
+        problem = record_problem(partition, size, timestamp_ms, self.partitions, self.max_message_bytes)
+        if problem is not None:
+            raise InvalidRecordError(problem)
         future: Future[RecordMetadata] = Future()
         with self._lock:
             if self._closed:
@@ -247,7 +226,7 @@ class Producer:
                 for p, o in zip(partitions.tolist(), offsets.tolist(), strict=True):
                     batch.futures[position].set_result(RecordMetadata(p, o))
                     position += 1
-            outcome.placements.close()
+            outcome.close()
             return
         assert error is not None
         for future in batch.futures:

@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 
 from compactor import schema as ts
 from compactor.errors import InputError, InvalidRecordError
-from compactor.topics.records import HEADER_KEY_NOT_TEXT, ProducerRecord
+from compactor.topics.record_rules import HEADER_KEY_NOT_TEXT
+from compactor.topics.records import ProducerRecord
 
 KEY, VALUE, PARTITION, TIMESTAMP_MS, HEADERS, OFFSET = "key", "value", "partition", "timestamp_ms", "headers", "offset"
 HEADERS_TYPE = ts.ARROW_SCHEMA.field(ts.HEADERS).type
@@ -210,10 +211,12 @@ Chunk = tuple[pa.RecordBatch, RowNumbers]  # a piece of a batch's input, with th
 
 
 def numbered_chunks(data: Any, max_rows: int) -> Iterator[Chunk]:
-    """``input_batches`` of ``data``, each with the 1-based number of its first row among all of them."""
+    """``input_batches`` of ``data``, normalised, each with the 1-based number of its first row among all of
+    them."""
     first = 1
     for batch in input_batches(data, max_rows):
-        yield batch, RowNumbers(first)
+        rows = RowNumbers(first)
+        yield normalise(batch, rows), rows
         first += batch.num_rows
 
 

@@ -23,40 +23,27 @@ with nothing committed.
    straight into the topic's data directory, through Iceberg's own Parquet writer (compiled
    ``compactor.udf.TopicFiles``: the topic's schema and field ids; no staging table, no Spark commit).
 3. **Commit** (driver, pyiceberg): the files, with statistics read from their footers, are appended to the topic
-   in one conditional commit with the new ``N_p`` (``producing.append``), exactly like every other append. On a
+   in one conditional commit with the new ``N_p`` (``producing.commit``), exactly like every other append. On a
    lost race the write runs again with the new bases. Files of a failed run are never committed: they are
    deleted, or (after a crash) left to orphan cleanup.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compactor.clock import MAX_TIMESTAMP_MS, resolve_now_ms
+from compactor.clock import resolve_now_ms
 from compactor.errors import InputError, InvalidRecordError
-from compactor.producing.append import (
-    DEFAULT_ATTEMPTS,
-    check_batch_id,
-    commit_batch,
-    committed_entry,
-    round_robin_start,
-)
-from compactor.producing.batch_ids import BatchIdRecord
-from compactor.producing.placements import same_batch
-from compactor.producing.producer import BatchSummary, batch_summary
+from compactor.lake import Lake
+from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
+from compactor.producing.replay import check_replay, start
+from compactor.producing.results import BatchSummary
 from compactor.producing.spark_columns import headers_type, murmur2_partition
 from compactor.producing.spark_files import SparkFiles
-from compactor.producing.spark_stage import ROW_BITS, Counts, LakeLike
-from compactor.spark.columns import record_bytes
-from compactor.topics.records import (
-    HEADER_KEY_NOT_TEXT,
-    partition_out_of_range,
-    record_too_large,
-    timestamp_out_of_range,
-)
+from compactor.producing.spark_stage import ROW_BITS, Counts
+from compactor.topics.record_rules import HEADER, SIZE, problem_message, spark_problems, spark_record_bytes
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
@@ -94,7 +81,7 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
     frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))
     headers = F.col("headers") if "headers" in names else None
-    return frame.withColumn("_size", record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
+    return frame.withColumn("_size", spark_record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
 
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True) -> Counts:
@@ -106,28 +93,21 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
     def first(condition: Any) -> Any:
         return F.min(F.when(condition, F.col("_row")))
 
-    checks = {
-        "partition": (F.col("partition").isNotNull()
-                      & ((F.col("partition") < 0) | (F.col("partition") >= partitions))),
-        "size": F.col("_size") > max_message_bytes,
-        "timestamp": F.col("timestamp_ms").isNotNull()
-        & ((F.col("timestamp_ms") < 0) | (F.col("timestamp_ms") > MAX_TIMESTAMP_MS)),
-    }
-    if headers:
-        checks["header"] = F.coalesce(F.exists(F.col("headers"), lambda h: h.getField("key").isNull()), F.lit(False))
+    checks = spark_problems(F.col("partition"), F.col("_size"), F.col("timestamp_ms"),
+                            F.col("headers") if headers else None, partitions, max_message_bytes)
     rows = (frame.groupBy("_pid", "_p")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("_size").alias("bytes"),
-                 *[first(c).alias(f"bad_{name}") for name, c in checks.items()],
-                 *[F.max(F.when(checks[name], F.col(column))).alias(f"value_{name}")
-                   for name, column in (("partition", "partition"), ("size", "_size"),
-                                        ("timestamp", "timestamp_ms"))])
+                 *[first(c).alias(f"bad_{name}") for name, (c, _) in checks.items()],
+                 *[F.max(F.when(c, v)).alias(f"value_{name}") for name, (c, v) in checks.items() if v is not None])
             .collect())
     problems: list[tuple[int, str]] = []
     for row in rows:
         for name in checks:
             bad = row[f"bad_{name}"]
             if bad is not None:
-                problems.append((int(bad), _message(name, row, partitions, max_message_bytes)))
+                value = row[f"value_{name}"] if name != HEADER else None
+                message = problem_message(name, value, partitions, max_message_bytes)
+                problems.append((int(bad), f"a {message}" if name == SIZE else message))
     if problems:
         position, message = min(problems)
         spark_partition, index = position >> ROW_BITS, position & ((1 << ROW_BITS) - 1)
@@ -142,48 +122,27 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
     return Counts(cells, sizes, counts)
 
 
-def _message(name: str, row: Any, partitions: int, max_message_bytes: int) -> str:
-    if name == "partition":
-        return partition_out_of_range(row["value_partition"], partitions)
-    if name == "size":
-        return f"a {record_too_large(row['value_size'], max_message_bytes)}"
-    if name == "timestamp":
-        return timestamp_out_of_range(row["value_timestamp"])
-    return HEADER_KEY_NOT_TEXT
-
-
-def produce_dataframe(lake: LakeLike, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
+def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
                       now_ms: int | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> BatchSummary:
     """Append the rows of ``df`` to ``topic`` as one atomic batch (see the module docstring)."""
     now = resolve_now_ms(now_ms)
-    check_batch_id(batch_id)
     target = topic if isinstance(topic, Topic) else lake.topic(topic)
-    settings = target.settings
-    state = target.offsets()
-    partitions = state.partitions
-    table = target.table
-    replaying = None
-    if batch_id is not None:
-        replaying = committed_entry(table, BatchIdRecord.of(table.metadata.properties), batch_id, now,
-                                    settings.producer_id_expiration_ms)
-    rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, partitions)
-    frame = _prepare(df, partitions, rr_start)
-    counted = _count(frame, partitions, settings.max_message_bytes, headers="headers" in df.columns)
+    planned = start(target, batch_id, now)
+    partitions, replaying = planned.partitions, planned.replaying
+    frame = _prepare(df, partitions, planned.rr_start)
+    counted = _count(frame, partitions, planned.settings.max_message_bytes, headers="headers" in df.columns)
     if int(counted.counts.sum()) == 0 or replaying is not None:
         if replaying is None:
-            return BatchSummary(batch_id, 0, False, None, 0)
-        entry_base, entry_counts = replaying.arrays(partitions)
-        same_batch(counted.counts, entry_counts)
-        return batch_summary(batch_id, entry_base, entry_counts, replaying.snapshot_id, True, 0)
-    stage = SparkFiles(lake, target, frame, counted, rr_start, now)
-    started = time.monotonic()
-    committed = commit_batch(target, stage, now_ms=now, batch_id=batch_id, settings=settings,
-                             operation="produce-dataframe", max_attempts=max_attempts, staged_at=started,
-                             stale_after_s=0.0)
-    if committed.duplicate:
-        same_batch(counted.counts, committed.counts)
-    return batch_summary(batch_id, committed.base, committed.counts, committed.snapshot_id, committed.duplicate,
-                    committed.attempts)
+            return BatchSummary.of(None, batch_id=batch_id)
+        check_replay(replaying, counted.counts)
+        return BatchSummary.of(replaying, True)
+    stage = SparkFiles(lake, target, frame, counted, planned.rr_start, now)
+    batch = BatchCommit(stage, counted.counts, counted.sizes, batch_id, now, "produce-dataframe")
+    # Spark's write takes long: the commit starts from a fresh read of the topic
+    entry, duplicate, attempts = commit_batch(target, batch, planned, max_attempts=max_attempts, refresh_first=True)
+    if duplicate:
+        check_replay(entry, counted.counts)
+    return BatchSummary.of(entry, duplicate, attempts)
 
 
 __all__ = ["produce_dataframe"]

@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import (
-    _get_parquet_writer_kwargs,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
@@ -39,6 +38,7 @@ from pyiceberg.typedef import Record
 
 from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.internals import parquet_writer_kwargs
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.producing.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
 from compactor.producing.plan import Grouping
@@ -71,7 +71,7 @@ class _PartitionFile:
         # No dictionary encoding: values and offsets are unique, keys mostly so, and zstd compresses what
         # repeats; measured both faster to write and smaller than trying a dictionary per column chunk.
         self._writer = pq.ParquetWriter(cast(IO[Any], self._stream), schema=FILE_SCHEMA, use_dictionary=False,
-                                        **_get_parquet_writer_kwargs(table.metadata.properties))
+                                        **parquet_writer_kwargs(table.metadata.properties))
         # Row groups of at most the table's row-group limit, so a large batch's file stays splittable (Spark
         # reads its row groups in parallel tasks: compaction's sliced layout relies on it).
         self._row_group_rows = int(table.metadata.properties.get(ROW_GROUP_LIMIT_PROPERTY, DEFAULT_ROW_GROUP_ROWS))
@@ -202,6 +202,15 @@ class StagedFiles:
     @property
     def data_files(self) -> list[DataFile]:
         return [f for partition in sorted(self.closed) for f in self.closed[partition]]
+
+    def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        """The data files with offsets starting at ``base[p]`` (``producing.commit.Staged``): rebased first if
+        another append moved a partition's ``N_p`` since they were written."""
+        self.rebase(table, base)
+        return self.data_files
+
+    def staged_base(self) -> np.ndarray:
+        return self.base
 
     def rebase(self, table: Table, new_base: Sequence[int] | np.ndarray) -> None:
         """Shift every partition's offsets to start at ``new_base[p]``, rewriting its files in chunks."""

@@ -97,7 +97,7 @@ def _exact(block: bytes, first_line: int, source: str) -> tuple[pa.RecordBatch, 
         raise InputError(f"{source} is not UTF-8 text (line {line}: {exc.reason})") from None
     parsed = list(parse_lines(text.split("\n"), first_line))
     lines = np.asarray([n for n, _ in parsed], np.int64)
-    return normalise(records_to_batch([r for _, r in parsed])), lines
+    return records_to_batch([r for _, r in parsed]), lines  # in the normalised layout already
 
 
 def _is_utf8(block: bytes) -> bool:

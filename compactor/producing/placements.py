@@ -98,11 +98,6 @@ def decode(codes: np.ndarray, partitions: int, rr_shift: int = 0) -> np.ndarray:
     return np.where(keyless, shifted, codes).astype(np.int32)
 
 
-def verify_replay(placements: Placements, entry_counts: np.ndarray, partitions: int, rr_shift: int) -> None:
-    """A re-sent batch must place as many records in each partition as the batch committed under its id."""
-    same_batch(placements.counts(partitions, rr_shift), entry_counts)
-
-
 def same_batch(mine: np.ndarray, entry_counts: np.ndarray) -> None:
     """Raise ``BatchIdConflictError`` unless both batches put as many records in each partition."""
     if not np.array_equal(mine, entry_counts):
@@ -111,4 +106,4 @@ def same_batch(mine: np.ndarray, entry_counts: np.ndarray) -> None:
             f"{entry_counts.tolist()}; this batch has {int(mine.sum())} records in partitions {mine.tolist()})")
 
 
-__all__ = ["Placements", "decode", "encode", "same_batch", "verify_replay"]
+__all__ = ["Placements", "decode", "encode", "same_batch"]

@@ -7,7 +7,7 @@ file through Iceberg's own Parquet writer (the topic's schema and field ids, its
 settings), routing each row by its partition column: no partition key and no writer lookup per row, as
 Iceberg's partitioned Spark writer needs, no staging table and no Spark commit. The driver gets one line per
 file (path, partition, rows, bytes), reads each file's footer for its statistics (per-file metadata only), checks
-the files against the counting pass and hands them to the topic's conditional commit (``producing.append``),
+the files against the counting pass and hands them to the topic's conditional commit (``producing.commit``),
 which rewrites them (by running the write again) if another producer moved ``N_p`` first.
 """
 
@@ -32,8 +32,9 @@ from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_uncommitted
+from compactor.lake import Lake
 from compactor.producing.spark_columns import task_position, topic_files
-from compactor.producing.spark_stage import STAGED_ROW_GROUP_BYTES, Counts, LakeLike
+from compactor.producing.spark_stage import STAGED_ROW_GROUP_BYTES, Counts
 from compactor.topics.topic import Topic
 from compactor.workers import pool
 
@@ -47,7 +48,7 @@ WRITE_OVERRIDES = {"write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES,
 class SparkFiles:
     """The ``Staged`` protocol over files Spark's tasks write into the topic (see the module docstring)."""
 
-    def __init__(self, lake: LakeLike, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
+    def __init__(self, lake: Lake, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
                  now_ms: int) -> None:
         self.lake = lake
         self.topic = topic

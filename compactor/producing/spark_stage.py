@@ -1,4 +1,4 @@
-"""What the DataFrame producer shares (``Counts``, ``ROW_BITS``, ``LakeLike``), and the staging tables of earlier
+"""What the DataFrame producer shares (``Counts``, ``ROW_BITS``), and the staging tables of earlier
 versions.
 
 The producer once had Spark write a batch's files into a private staging table whose data path was the topic's
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from pyiceberg.catalog import Catalog
@@ -24,29 +23,14 @@ from compactor import schema as ts
 from compactor.config import LakeConfig
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, drop_stale_tables
+from compactor.lake import Lake
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
 STAGING_INFIX = "__producing_"
 STAGING_DIR = "_compactor_staging"  # under the warehouse: the staging tables' metadata (their data is the topic's)
 STAGED_ROW_GROUP_BYTES = str(32 * 1024 * 1024)
-
-
-class LakeLike(Protocol):
-    """What the DataFrame producer needs from a ``compactor.lake.Lake``."""
-
-    config: LakeConfig
-
-    @property
-    def catalog(self) -> Any: ...
-
-    def spark(self) -> SparkSession: ...
-
-    def topic(self, name: str) -> Topic: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +42,7 @@ class Counts:
     counts: np.ndarray
 
 
-def create_staging(lake: LakeLike, topic: Topic, table: Table) -> tuple[str, str]:
+def create_staging(lake: Lake, topic: Topic, table: Table) -> tuple[str, str]:
     """Create a staging table for ``topic`` as earlier versions did for each DataFrame batch (its data path is the
     topic's): ``(identifier, location)``. Today only tests call it, to leave one behind as a dead producer did."""
     name = f"{topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
@@ -77,7 +61,7 @@ def create_staging(lake: LakeLike, topic: Topic, table: Table) -> tuple[str, str
     return identifier, location
 
 
-def drop_staging_table(lake: LakeLike, identifier: str, location: str) -> None:
+def drop_staging_table(lake: Lake, identifier: str, location: str) -> None:
     """Drop one staging table and delete its metadata (best effort: retention drops what is left behind)."""
     with contextlib.suppress(Exception):
         lake.catalog.drop_table(identifier)
@@ -107,7 +91,6 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
 __all__ = [
     "ROW_BITS",
     "Counts",
-    "LakeLike",
     "create_staging",
     "drop_staging_table",
     "drop_stale_staging",

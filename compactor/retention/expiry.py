@@ -38,19 +38,12 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.table.update import (
-    AssertRefSnapshotId,
-    AssertTableUUID,
-    RemoveSnapshotRefUpdate,
-    RemoveSnapshotsUpdate,
-    TableUpdate,
-)
 
 from compactor import properties as props
 from compactor.config import LakeConfig
 from compactor.errors import CommitConflictError
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.commits import branch_history, send
+from compactor.iceberg.commits import branch_history, commit
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.producing.batch_ids import record_files
 from compactor.results import JsonResult
@@ -192,15 +185,11 @@ def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: 
         result.deleted_files, result.deleted_bytes = len(freed), sum(freed.values())
         if dry_run or (not drop and not expired):
             break
-        updates: list[TableUpdate] = [RemoveSnapshotRefUpdate(ref_name=name) for name in drop]
-        if expired:
-            updates.append(RemoveSnapshotsUpdate(snapshot_ids=expired))
         main = table.metadata.refs.get("main")
-        requirements = (AssertTableUUID(uuid=table.metadata.table_uuid),
-                        AssertRefSnapshotId(ref="main", snapshot_id=main.snapshot_id if main else None))
         try:
-            send(catalog, table, requirements, tuple(updates), _landed(expired, drop),
-                 f"expiring snapshots of {table.name()}")
+            commit(catalog, table, removals=drop, remove_snapshots=expired,
+                   expect={"main": main.snapshot_id if main else None}, landed=_landed(expired, drop),
+                   what=f"expiring snapshots of {table.name()}")
         except CommitConflictError:
             continue
         with translate_storage_errors(f"deleting expired files of {table.name()}"):

@@ -15,23 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from compactor.clock import MAX_TIMESTAMP_MS
 from compactor.errors import InvalidRecordError
-
-# How every producing path words a record that breaks a rule of SEMANTICS section 1.
-HEADER_KEY_NOT_TEXT = "a header key must be a string"
-
-
-def partition_out_of_range(partition: object, partitions: int) -> str:
-    return f"partition {partition} is out of range: the topic has {partitions} partition(s) (0..{partitions - 1})"
-
-
-def record_too_large(size: int, max_message_bytes: int) -> str:
-    return f"record of {size} bytes exceeds max.message.bytes ({max_message_bytes})"
-
-
-def timestamp_out_of_range(timestamp_ms: object) -> str:
-    return f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got {timestamp_ms}"
+from compactor.topics.record_rules import record_size, timestamp_ok, timestamp_out_of_range
 
 Header = tuple[str, bytes | None]
 INPUT_FIELDS = frozenset({"partition", "offset", "timestamp_ms", "key", "value", "headers"})
@@ -49,11 +34,8 @@ class ProducerRecord:
 
     @property
     def size(self) -> int:
-        """Bytes that count against ``max.message.bytes``: key + value + header keys and values."""
-        total = len(self.key or b"") + len(self.value or b"")
-        for name, value in self.headers:
-            total += len(name.encode("utf-8")) + len(value or b"")
-        return total
+        """Bytes that count against ``max.message.bytes`` (``record_rules.record_size``)."""
+        return record_size(self.key, self.value, self.headers)
 
 
 @dataclass(frozen=True)
@@ -171,7 +153,7 @@ def parse_record(text: str, line: int | None = None) -> ProducerRecord:
     timestamp = obj.get("timestamp_ms")
     if timestamp is not None:
         timestamp = _int_field("timestamp_ms", timestamp, line)
-        if not 0 <= timestamp <= MAX_TIMESTAMP_MS:
+        if not timestamp_ok(timestamp):
             raise InvalidRecordError(timestamp_out_of_range(timestamp), line)
     if "offset" in obj and obj["offset"] is not None:
         _int_field("offset", obj["offset"], line)

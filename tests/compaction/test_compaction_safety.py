@@ -325,7 +325,8 @@ def test_ambiguous_failure_that_landed_counts_as_committed(spark: SparkSession, 
 
 
 def test_a_corrupt_cursor_is_an_error_not_a_fallback(spark: SparkSession, lake: Lake) -> None:
-    from compactor.iceberg.commits import RefMove, build_snapshot, commit
+    from compactor.iceberg.commits import RefMove, commit
+    from compactor.iceberg.snapshots import build_snapshot
 
     seeded(lake)
     table = lake.catalog.load_table("s.t__compacted")

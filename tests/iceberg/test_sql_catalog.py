@@ -1,4 +1,4 @@
-"""The catalog's cheaper commit (``compactor.iceberg.sql_catalog``) gives exactly what pyiceberg's own would."""
+"""The catalog's cheaper commit (``compactor.iceberg.internals``) gives exactly what pyiceberg's own would."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pyiceberg.table.update import (
 )
 
 from compactor.iceberg.commits import branch_history
-from compactor.iceberg.sql_catalog import LakeSqlCatalog, apply_updates
+from compactor.iceberg.internals import LakeSqlCatalog, apply_updates
 from compactor.lake import Lake
 from compactor.producing.producer import produce_arrow
 

@@ -11,10 +11,10 @@ import pytest
 
 from compactor import properties as props
 from compactor.errors import BatchIdConflictError, InvalidSettingError, SnapshotExpiredError
+from compactor.iceberg.snapshots import MERGE_FACTOR
 from compactor.lake import Lake
 from compactor.producing.batch_ids import TAIL_ENTRIES, BatchIdRecord
 from compactor.producing.producer import produce, produce_arrow
-from compactor.producing.snapshots import MERGE_FACTOR
 from compactor.retention.expiry import remove_orphans
 from compactor.retention.run import run_retention
 from compactor.topics.records import ProducerRecord
@@ -160,31 +160,3 @@ def test_an_open_reader_keeps_its_records_through_commits_and_retention_for_its_
     run_retention(lake, "c.lease", now_ms=now + lease + 1)  # past the lease the files may go ...
     with pytest.raises(SnapshotExpiredError):  # ... and the reader says so, never returns partial results
         list(reader.records())
-
-
-def test_an_older_topics_batch_plan_in_a_snapshot_summary_is_still_honoured(lake: Lake) -> None:
-    """Older topics recorded each batch's plan in its append snapshot's summary; the search for it stops at the
-    first append of the current format, which comes after every older one."""
-    import json
-
-    from pyiceberg.table.refs import SnapshotRefType
-    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
-
-    from compactor.iceberg.commits import build_snapshot
-
-    topic = lake.create_topic("o.old")
-    table = topic.table
-    plan = json.dumps({"base": [0], "counts": [1], "rr": 0})
-    old = build_snapshot(table, None, {props.SUMMARY_OPERATION: "produce", props.SUMMARY_NOW: str(T0),
-                                       props.SUMMARY_BATCH_ID: "old-1", props.SUMMARY_BATCH: plan})
-    lake.catalog.commit_table(table, (), (
-        AddSnapshotUpdate(snapshot=old),
-        SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH, snapshot_id=old.snapshot_id,
-                             max_ref_age_ms=None, max_snapshot_age_ms=None, min_snapshots_to_keep=None)))
-    topic = lake.topic("o.old")
-    for i in range(3):  # appends of the current format after it
-        produce_arrow(topic, one(i, T0), batch_id=f"new-{i}", now_ms=T0 + 1 + i)
-    again = produce_arrow(topic, one(9, T0), batch_id="old-1", now_ms=T0 + 10)
-    assert again.duplicate and again.snapshot_id == old.snapshot_id
-    assert produce_arrow(topic, one(1, T0), batch_id="new-1", now_ms=T0 + 11).duplicate
-    assert not produce_arrow(topic, one(9, T0), batch_id="never", now_ms=T0 + 12).duplicate

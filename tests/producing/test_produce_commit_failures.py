@@ -1,4 +1,4 @@
-"""A committed batch keeps its files whatever fails after the commit (compactor.producing.append)."""
+"""A committed batch keeps its files whatever fails after the commit (compactor.producing.commit)."""
 
 from __future__ import annotations
 

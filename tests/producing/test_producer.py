@@ -14,6 +14,7 @@ from compactor.config import LakeConfig
 from compactor.errors import AppendConflictError, BatchIdConflictError, InvalidRecordError
 from compactor.lake import Lake
 from compactor.producing.producer import produce
+from compactor.producing.results import ProduceResult
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
@@ -130,6 +131,28 @@ def test_lost_race_replans_offsets_never_reuses_them(lake: Lake) -> None:
     # the losing attempts' data files were removed (the rebased batch wrote new ones), not left behind
     data_dir = Path(topic.table.metadata.location.replace("file://", "")) / "data"
     assert len(list(data_dir.rglob("*.parquet"))) == 3
+
+
+def test_a_batch_id_committed_by_another_sender_during_the_race_is_found_again(lake: Lake) -> None:
+    """The id is looked up once while planning; a sender of the same id that commits in between makes this
+    commit lose its race, and the attempt on the newer version finds the id: the batch is a replay."""
+    topic = lake.create_topic("a.t", partitions=2)
+    rival = lake.topic("a.t")
+    batch = [ProducerRecord(b"k1", b"v1"), ProducerRecord(None, b"v2")]
+    sent: dict[str, ProduceResult | None] = {"rival": None}
+
+    def rival_sends_the_same_batch() -> None:
+        if sent["rival"] is None:
+            with failpoints.enabled({"produce-before-commit": lambda: None}):
+                sent["rival"] = produce(rival.refresh(), batch, batch_id="same")
+
+    with failpoints.enabled({"produce-before-commit": rival_sends_the_same_batch}):
+        result = produce(topic, batch, batch_id="same")
+    first = sent["rival"]
+    assert first is not None and not first.duplicate
+    assert result.duplicate and result.attempts == 2 and result.snapshot_id == first.snapshot_id
+    assert result.offsets == first.offsets
+    assert len(rows(topic)) == 2  # appended once
 
 
 def test_append_conflict_after_bound_writes_nothing(lake: Lake) -> None:

@@ -1,0 +1,175 @@
+"""A batch's commit, built here and only here: the conditional append, re-planned on a lost race.
+
+A batch is staged first (its data files written with offsets ``N_p + rank``: ``producing.files``, or
+``producing.spark_stage`` for a DataFrame), planned on one metadata version of the topic
+(``producing.replay.start``). Then, per attempt, against one metadata version ``V`` (the planned one first):
+
+1. if ``V`` is newer than the planned version and the batch carries an id, the id is looked up again in
+   ``V``'s batch-id record (``producing.replay``: another sender of the id may have committed in between);
+   found within ``producer.id.expiration.ms``, the staged files are discarded and the original placement
+   returned;
+2. a mirror batch must start exactly at each ``N_p``; any other batch has its files rebased to ``N_p``;
+3. one commit (``iceberg.commits.commit``) adds the append snapshot (``iceberg.snapshots.build_append``),
+   moves ``main`` **only if ``main`` is still ``V``'s**, sets the new ``N_p``, log bytes and batch-id record,
+   and drops the snapshot entries outside the raw snapshot window (``topics.window``).
+
+A lost race (``main`` moved) discards this attempt's metadata files, re-reads the topic and goes back to step
+1, up to ``max_attempts``, then fails with "append conflict" having written nothing. A commit whose outcome
+cannot be learned raises ``OutcomeUnknownError`` (exit 75), saying to re-send with the same batch id. Once the
+commit has landed nothing discards the batch's files, whatever fails afterwards; an interrupt (Ctrl-C) leaves
+the files to orphan cleanup, since it may have come while the catalog committed them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+
+from compactor import failpoints
+from compactor import properties as props
+from compactor.errors import AppendConflictError, CommitConflictError, OutcomeUnknownError
+from compactor.iceberg.catalog import first_line
+from compactor.iceberg.commits import RefMove, commit
+from compactor.iceberg.snapshots import build_append
+from compactor.iceberg.storage import delete_uncommitted
+from compactor.producing.batch_ids import BatchEntry, BatchIdRecord
+from compactor.producing.plan import mirror_error
+from compactor.producing.replay import BatchStart, find_committed
+from compactor.topics.state import encode_offsets, read_offsets
+from compactor.topics.topic import Topic
+from compactor.topics.window import SnapshotWindow
+
+DEFAULT_ATTEMPTS = 60
+
+
+class Staged(Protocol):
+    """A batch's data files, written (or rewritten) for any base offsets."""
+
+    def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        """The batch's data files with offsets starting at ``base[p]`` (rewritten if staged for another base)."""
+
+    def staged_base(self) -> np.ndarray:
+        """The base offsets the files are currently written for."""
+
+    def discard(self) -> None:
+        """Delete every file staged for this batch."""
+
+
+@dataclass(frozen=True)
+class BatchCommit:
+    """What to commit: the staged files, the batch's per-partition counts and bytes, and how to commit it."""
+
+    staged: Staged
+    counts: np.ndarray
+    sizes: np.ndarray
+    batch_id: str | None
+    now_ms: int
+    operation: str = "produce"
+    mirror: bool = False
+    fresh_id: bool = False
+
+
+def commit_batch(topic: Topic, batch: BatchCommit, planned: BatchStart, *, max_attempts: int = DEFAULT_ATTEMPTS,
+                 refresh_first: bool = False) -> tuple[BatchEntry, bool, int]:
+    """Commit ``batch``, planned on ``planned``, as one atomic batch (see the module docstring): the entry it
+    committed as (or the original's, for a replay), whether it was a replay, and the attempts it took.
+    ``refresh_first``: staging took long enough that the planned version is likely stale."""
+    table: Table | None = None
+    landed: tuple[BatchEntry, Table | None] | None = None
+    attempts = 0
+    try:
+        for attempts in range(1, max_attempts + 1):
+            table = topic.refresh().table if attempts > 1 or refresh_first else planned.table
+            landed = _attempt(topic, table, batch, planned)
+            if landed is not None:
+                break
+            _backoff(attempts)
+    except OutcomeUnknownError:
+        raise  # the files may be committed: keep them
+    except Exception:
+        batch.staged.discard()
+        raise
+    # An interrupt (KeyboardInterrupt, SystemExit) is not caught: it may have come while the catalog committed,
+    # so the files stay, and orphan cleanup removes them if the batch did not land.
+    if landed is None:
+        batch.staged.discard()
+        raise AppendConflictError(
+            f"append conflict: {max_attempts} attempts to append to {topic.name} lost the race with other "
+            "appenders; nothing was written. Retry later, or produce larger, fewer batches."
+        )
+    entry, committed = landed
+    if committed is None:
+        return entry, True, attempts
+    failpoints.hit("produce-after-commit")  # committed: from here on nothing may discard the batch's files
+    topic.adopt(committed)
+    return entry, False, attempts
+
+
+def _attempt(topic: Topic, table: Table, batch: BatchCommit,
+             planned: BatchStart) -> tuple[BatchEntry, Table | None] | None:
+    """One conditional commit against ``table``: the entry and the committed table (``None`` for a replay), or
+    ``None`` when another commit won the race."""
+    window_ms = planned.settings.producer_id_expiration_ms
+    properties = table.metadata.properties
+    state = read_offsets(properties)
+    if (batch.batch_id is not None and not batch.fresh_id
+            and table.metadata_location != planned.table.metadata_location):  # see step 1 of the module docstring
+        found = find_committed(table, batch.batch_id, batch.now_ms, window_ms)
+        if found is not None:
+            batch.staged.discard()
+            return found, None
+    base = np.asarray(state.next_offsets, np.int64)
+    if batch.mirror:
+        touched = np.nonzero(batch.counts)[0]
+        moved = touched[base[touched] != batch.staged.staged_base()[touched]]
+        if len(moved):
+            p = int(moved[0])
+            raise mirror_error(p, int(base[p]), int(batch.staged.staged_base()[p]))
+    files = batch.staged.files_for(table, base)
+    new_next = encode_offsets((base + batch.counts).tolist())
+    summary = {props.SUMMARY_OPERATION: batch.operation, props.SUMMARY_NOW: str(batch.now_ms),
+               props.NEXT_OFFSETS_PROPERTY: new_next}
+    if batch.batch_id is not None:
+        summary[props.SUMMARY_BATCH_ID] = batch.batch_id
+    parent = table.current_snapshot()
+    built = build_append(table, parent, files, summary)
+    entry = BatchEntry.of(batch.batch_id, batch.now_ms, built.snapshot.snapshot_id, planned.rr_start, base.tolist(),
+                          batch.counts.tolist())
+    updated = {props.NEXT_OFFSETS_PROPERTY: new_next, props.LOGICAL_BYTES_PROPERTY: encode_offsets(
+        (np.asarray(state.logical_bytes, np.int64) + batch.sizes).tolist())}
+    written = list(built.written)
+    if batch.batch_id is not None:
+        record, segment_files = BatchIdRecord.of(properties).with_entry(table, entry, batch.now_ms, window_ms)
+        written.extend(segment_files)
+        updated[props.BATCH_IDS_PROPERTY] = record.to_property()
+    failpoints.hit("produce-before-commit")
+    try:
+        committed = commit(topic.catalog, table, snapshot=built.snapshot, moves=[RefMove("main", None)],
+                           properties=updated, remove_snapshots=SnapshotWindow.of(planned.settings).prunable(
+                               table.metadata),
+                           expect={"main": parent.snapshot_id if parent else None}, what=f"appending to {topic.name}")
+    except CommitConflictError:
+        delete_uncommitted(table.io, written)  # definitely not committed: the next attempt plans again
+        return None
+    except OutcomeUnknownError as exc:
+        raise OutcomeUnknownError(
+            f"the append to {topic.name} failed and the table could not be re-read ({first_line(exc)}); "
+            "re-send with the same batch id (--batch-id) to make the retry safe") from exc
+    except Exception:
+        delete_uncommitted(table.io, written)  # ``commit`` resolved any ambiguity: this commit did not land
+        raise
+    return entry, committed
+
+
+def _backoff(attempt: int) -> None:
+    delay = min(0.5, 0.005 * (2 ** min(attempt, 10)))
+    time.sleep(delay * (0.5 + random.random()))
+
+
+__all__ = ["DEFAULT_ATTEMPTS", "BatchCommit", "Staged", "commit_batch"]

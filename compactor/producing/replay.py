@@ -1,0 +1,95 @@
+"""Where a batch starts, and batch-id replay, in one place for every front end (SEMANTICS section 1).
+
+A produce reads the topic once, here (``start``): its settings, ``N_p`` and the batch-id record of that one
+metadata version. A batch whose id the record holds within ``producer.id.expiration.ms`` is a **replay**: it
+appends nothing, and its records get the offsets the original batch gave them, provided it places as many
+records in each partition (``check_replay``; otherwise ``BatchIdConflictError``). A batch id also fixes where
+keyless records start (``round_robin_start``), so a re-sent batch places them exactly as the original did.
+
+The id is looked up once per produce, against the version the batch is planned on. The commit looks it up
+again only when it commits against a newer version than that (``producing.commit``: after a lost race, or
+after re-reading a topic that staging left stale), since another sender of the same id may have committed in
+between; a commit against the planned version is conditional on it, so it cannot pass such a commit by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pyiceberg.table import Table
+
+from compactor.errors import InvalidRecordError
+from compactor.producing.batch_ids import BatchEntry, BatchIdRecord
+from compactor.producing.placements import Placements, same_batch
+from compactor.topics.partitioner import murmur2
+from compactor.topics.settings import TopicSettings
+from compactor.topics.topic import Topic
+
+MAX_BATCH_ID_LENGTH = 256
+
+
+def check_batch_id(batch_id: str | None) -> None:
+    if batch_id is not None and not (isinstance(batch_id, str) and 0 < len(batch_id) <= MAX_BATCH_ID_LENGTH):
+        raise InvalidRecordError(f"a batch id must be a string of 1 to {MAX_BATCH_ID_LENGTH} characters")
+
+
+def round_robin_start(batch_id: str | None, next_offsets: Sequence[int], partitions: int) -> int:
+    """Where keyless records start: from the batch id when there is one (so a re-sent batch places its keyless
+    records exactly as the original did), else from the total log end (spreading successive batches)."""
+    if batch_id is not None:
+        return (murmur2(batch_id.encode("utf-8")) & 0x7FFFFFFF) % partitions
+    return int(sum(next_offsets)) % partitions
+
+
+def find_committed(table: Table, batch_id: str, now_ms: int, window_ms: int) -> BatchEntry | None:
+    """The batch committed under ``batch_id`` within the window, as of ``table``'s metadata version."""
+    return BatchIdRecord.of(table.metadata.properties).find(table, batch_id, now_ms, window_ms)
+
+
+@dataclass(frozen=True)
+class BatchStart:
+    """What one produce plans on: one metadata version of the topic, and the replayed entry if any."""
+
+    table: Table
+    settings: TopicSettings
+    base: np.ndarray  # ``N_p`` per partition
+    replaying: BatchEntry | None
+    rr_start: int
+
+    @property
+    def partitions(self) -> int:
+        return len(self.base)
+
+
+def start(topic: Topic, batch_id: str | None, now_ms: int, *, fresh_id: bool = False) -> BatchStart:
+    """Read the topic once and decide where the batch starts (see the module docstring). ``fresh_id``: the id
+    was generated for this batch, so it cannot have committed before."""
+    check_batch_id(batch_id)
+    settings = topic.settings
+    table = topic.table
+    state = topic.offsets()
+    replaying = None
+    if batch_id is not None and not fresh_id:
+        replaying = find_committed(table, batch_id, now_ms, settings.producer_id_expiration_ms)
+    rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, state.partitions)
+    return BatchStart(table, settings, np.asarray(state.next_offsets, np.int64), replaying, rr_start)
+
+
+def replay(entry: BatchEntry, placements: Placements, partitions: int, rr_start: int) -> int:
+    """Check that a re-sent batch, whose rows are ``placements`` planned from ``rr_start``, is the batch
+    committed as ``entry``; returns the round-robin shift that maps its keyless rows onto the original's."""
+    shift = entry.rr_start - rr_start
+    check_replay(entry, placements.counts(partitions, shift))
+    return shift
+
+
+def check_replay(entry: BatchEntry, counts: np.ndarray) -> None:
+    """A re-sent batch must put as many records in each partition (``counts``) as the batch committed as
+    ``entry`` did (else ``BatchIdConflictError``)."""
+    same_batch(counts, entry.arrays(len(counts))[1])
+
+
+__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "check_replay", "find_committed", "replay",
+           "round_robin_start", "start"]
