@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from compactor.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on first use
+    from compactor.compaction.job import TwoPhaseCompactor
     from compactor.consumer.consumer import Consumer
     from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
     from compactor.groups.model import TopicPartition
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on
     from compactor.producing.buffered import Producer
     from compactor.producing.dataframe import produce_dataframe
     from compactor.producing.producer import produce, produce_arrow
+    from compactor.retention.run import run_retention
     from compactor.topics.records import ProducerRecord
 
 _LAZY = {
@@ -33,10 +35,13 @@ _LAZY = {
     "read_increment": "compactor.consumer.increments",
     "consume_dataframes": "compactor.consumer.increments",
     "topic_sink": "compactor.consumer.increments",
+    "TwoPhaseCompactor": "compactor.compaction.job",
+    "run_retention": "compactor.retention.run",
 }
 
-__all__ = ["Consumer", "Increment", "Lake", "Producer", "ProducerRecord", "TopicPartition", "consume_dataframes",
-           "produce", "produce_arrow", "produce_dataframe", "read_increment", "topic_sink"]
+__all__ = ["Consumer", "Increment", "Lake", "Producer", "ProducerRecord", "TopicPartition", "TwoPhaseCompactor",
+           "consume_dataframes", "produce", "produce_arrow", "produce_dataframe", "read_increment", "run_retention",
+           "topic_sink"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

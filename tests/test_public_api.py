@@ -9,7 +9,7 @@ import compactor
 import readers
 
 INTERFACE_COMPACTOR = ["Lake", "ProducerRecord", "produce", "produce_arrow", "produce_dataframe", "Producer",
-                       "Consumer"]
+                       "Consumer", "TwoPhaseCompactor", "run_retention"]
 INTERFACE_READERS = ["TopicReader", "read_topic_dataframe"]
 
 
