@@ -91,9 +91,10 @@ def _append_pass(ctx: RunContext, planned: threading.Event) -> tuple[ViewStats, 
 
     plan = ctx.plan
     started = ctx.started()
-    ctx.progress.phase("phase 2 appends", "writing the kept rows of the new range", records=plan.records_in_range)
     read, kept = Observation(f"range_{ctx.run_id}"), Observation(f"kept_{ctx.run_id}")
-    try:
+    try:  # whatever happens, the delete pass must not wait for ever
+        ctx.progress.phase("phase 2 appends", "writing the kept rows of the new range",
+                           records=plan.records_in_range)
         rows = ctx.kept_range_rows(read).observe(kept, *phase2.view_stats_columns(""))
     finally:
         planned.set()
