@@ -213,10 +213,12 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         if self.args.strategy:
-            from bench.strategy_bench import run_strategy
+            from bench.strategy_bench import cpu_ratios, run_strategy
 
             results = {f"partitions={p}": run_strategy(self, p, self.args.strategy) for p in self.args.partitions}
             self.spark.stop()
+            for p in self.args.partitions:
+                results[f"partitions={p}"]["cpu_ratios"] = cpu_ratios(self, p, self.args.strategy)
             return {"machine": {"cores": self.args.cores, "driver_memory": self.args.driver_memory},
                     "append_share": self.args.append_share, "results": results, "parallelism": self.parallelism()}
         results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
@@ -248,7 +250,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     summary = {name: {"seconds": r["seconds"], "ratios": r["ratios"], "history": r.get("history_incremental_seconds"),
-                      "forced_layouts": r.get("forced_layouts_full_seconds")} for name, r in result["results"].items()}
+                      "forced_layouts": r.get("forced_layouts_full_seconds"), "cpu_ratios": r.get("cpu_ratios")}
+               for name, r in result["results"].items()}
     print(json.dumps({"summary": summary, "parallelism": {k: v["largest_task_share"] for k, v in
                                                           result["parallelism"].items()}}, indent=2))
 

@@ -22,6 +22,7 @@ class StageFigures:
     submitted_ms: int
     tasks: int = 0
     input_records: list[int] = field(default_factory=list)
+    cpu_ms: float = 0.0  # the tasks' executor CPU time, summed (less sensitive to a busy machine than wall time)
     executors: set[str] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
 
@@ -58,6 +59,7 @@ def read_stages(path: Path) -> list[StageFigures]:
             metrics = event.get("Task Metrics") or {}
             figures.tasks += 1
             figures.input_records.append(int((metrics.get("Input Metrics") or {}).get("Records Read", 0)))
+            figures.cpu_ms += int(metrics.get("Executor CPU Time", 0)) / 1e6
             figures.executors.add(str(event["Task Info"].get("Executor ID")))
             figures.hosts.add(str(event["Task Info"].get("Host")))
     return sorted(stages.values(), key=lambda s: (s.submitted_ms, s.stage))
@@ -66,3 +68,8 @@ def read_stages(path: Path) -> list[StageFigures]:
 def reading_stages(stages: list[StageFigures], start_ms: int, end_ms: int) -> list[StageFigures]:
     """The stages submitted in ``[start_ms, end_ms]`` that read table data (input records > 0)."""
     return [s for s in stages if start_ms <= s.submitted_ms <= end_ms and s.total_input > 0]
+
+
+def task_cpu_ms(stages: list[StageFigures], start_ms: int, end_ms: int) -> float:
+    """The executor CPU time of every stage submitted in ``[start_ms, end_ms]``, summed over their tasks."""
+    return sum(s.cpu_ms for s in stages if start_ms <= s.submitted_ms <= end_ms)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from bench.eventlog import read_stages, task_cpu_ms
 from bench.workload import Workload, append
 
 if TYPE_CHECKING:
@@ -61,3 +62,23 @@ def run_strategy(bench: Bench, partitions: int, strategy: str) -> dict[str, Any]
     return {"workload": workload.__dict__, "strategy": strategy, "records_kept": kept,
             "seconds": {kind: {f: summarise(v) for f, v in figures.items()} for kind, figures in seconds.items()},
             "ratios": ratios, "incremental_stats": stats}
+
+
+def cpu_ratios(bench: Bench, partitions: int, strategy: str) -> dict[str, Any]:
+    """Per figure, strategy / offset of the runs' executor CPU time (Spark's event log, complete once the
+    application stopped): the work each run did, which a busy machine disturbs far less than wall time."""
+    from bench.compaction_bench import summarise
+
+    logs = [p for p in bench.events.iterdir() if not p.name.endswith(".inprogress")]
+    stages = read_stages(logs[0]) if logs else []
+    cpu = {label: task_cpu_ms(stages, start, end) for label, start, end in bench.windows}
+    out: dict[str, Any] = {}
+    for figure in ("full", "incremental"):
+        reps = range(bench.args.repeats)
+        pairs = [(cpu.get(f"p{partitions}-{strategy}:{figure}:{r}"), cpu.get(f"p{partitions}-offset:{figure}:{r}"))
+                 for r in reps]
+        ratios = [s / o for s, o in pairs if s and o]
+        if ratios:
+            out[figure] = {**summarise(ratios), "offset_cpu_s": summarise([o / 1000 for _, o in pairs if o]),
+                           "strategy_cpu_s": summarise([s / 1000 for s, _ in pairs if s])}
+    return out

@@ -87,6 +87,14 @@ class RunContext:
             return None
         return self._scratch().where(F.col(KEY).isNotNull())
 
+    @property
+    def contested(self) -> bool:
+        """Whether phase 1's contest with the view found the compacted rows this run removes, so that the delete
+        pass reads only the scratch table (``contested_positions``)."""
+        plan = self.plan
+        return not (plan.settings.strategy.by_offset or plan.cursor is None or not plan.ranges or plan.purge_expired
+                    or plan.purge_keyless or plan.trim_before_ms is not None)
+
     def contested_positions(self) -> DataFrame | None:
         """The compacted rows phase 1's contest found superseded (``compaction.ranking.contest``), as the delete
         pass writes them (partition, key, delete horizon, record bytes, ``_file``, ``_pos``); ``None`` when the
@@ -96,9 +104,7 @@ class RunContext:
 
         from compactor.compaction.scratch import FILE_PATH, POS
 
-        plan = self.plan
-        if (plan.settings.strategy.by_offset or plan.cursor is None or not plan.ranges or plan.purge_expired
-                or plan.purge_keyless or plan.trim_before_ms is not None):
+        if not self.contested:
             return None
         return self._scratch().where(F.col(FILE_PATH).isNotNull()).select(
             PARTITION, KEY, DELETE_HORIZON, RECORD_BYTES, F.col(FILE_PATH).alias("_file"), F.col(POS).alias("_pos"))

@@ -10,11 +10,17 @@ The normal case. Two independent Spark jobs run side by side on the staging bran
 
 The view is never recopied, so a run costs in proportion to the new data plus one narrow pass over the view.
 The first run of a topic is this strategy with no view to delete from.
+
+Under a ``compaction.strategy`` other than offset, phase 1's contest already read the view and found the rows
+to delete (``RunContext.contested``): the delete pass only copies their positions from the scratch table, and
+the append pass is the run's critical path. The delete pass then waits until the append pass has built its
+query, so that the two do not contend for the driver while the append, the critical path, is being built.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from typing import Any
 
 from compactor import failpoints
@@ -35,11 +41,14 @@ def write_incremental(ctx: RunContext, config: LakeConfig) -> Phase2Result:
     ctx.settings(grouped=True)
     trims = trim_starts(ctx) if plan.trim_before_ms is not None else {}
     passes: dict[str, Any] = {}
+    planned = threading.Event()  # set once the append pass has built its query (or failed to)
+    if not (ctx.contested and plan.ranges):
+        planned.set()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        if plan.removes_view_rows:
-            passes["delete"] = pool.submit(call_active, ctx.spark, _delete_pass, ctx, config)
         if plan.ranges:
-            passes["append"] = pool.submit(call_active, ctx.spark, _append_pass, ctx)
+            passes["append"] = pool.submit(call_active, ctx.spark, _append_pass, ctx, planned)
+        if plan.removes_view_rows:
+            passes["delete"] = pool.submit(call_active, ctx.spark, _delete_pass, ctx, config, planned)
         failures = [f.exception() for f in passes.values() if f.exception() is not None]
     if failures:
         raise failures[0]
@@ -51,11 +60,13 @@ def write_incremental(ctx: RunContext, config: LakeConfig) -> Phase2Result:
     return Phase2Result(survivors, appended, figures, tuple(delete_files), trims)
 
 
-def _delete_pass(ctx: RunContext, config: LakeConfig) -> tuple[ViewStats, list[DeleteFileInfo]]:
-    """Write position deletes for the compacted rows this run removes (one narrow pass)."""
+def _delete_pass(ctx: RunContext, config: LakeConfig,
+                 planned: threading.Event) -> tuple[ViewStats, list[DeleteFileInfo]]:
+    """Write position deletes for the compacted rows this run removes (one narrow pass), once ``planned``."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    planned.wait()
     started = ctx.started()
     ctx.progress.phase("phase 2 deletes", "finding the compacted rows this run removes (narrow columns)")
     contested = ctx.contested_positions()  # a strategy other than offset: phase 1 found them
@@ -74,17 +85,21 @@ def _delete_pass(ctx: RunContext, config: LakeConfig) -> tuple[ViewStats, list[D
     return removed, files
 
 
-def _append_pass(ctx: RunContext) -> tuple[ViewStats, RangeFigures]:
-    """Append the kept rows of the new range to the staging branch."""
+def _append_pass(ctx: RunContext, planned: threading.Event) -> tuple[ViewStats, RangeFigures]:
+    """Append the kept rows of the new range to the staging branch; set ``planned`` once its query is built."""
     from pyspark.sql import Observation
 
     plan = ctx.plan
     started = ctx.started()
-    ctx.progress.phase("phase 2 appends", "writing the kept rows of the new range", records=plan.records_in_range)
     read, kept = Observation(f"range_{ctx.run_id}"), Observation(f"kept_{ctx.run_id}")
-    rows = ctx.kept_range_rows(read)
+    try:  # whatever happens, the delete pass must not wait for ever
+        ctx.progress.phase("phase 2 appends", "writing the kept rows of the new range",
+                           records=plan.records_in_range)
+        rows = ctx.kept_range_rows(read).observe(kept, *phase2.view_stats_columns(""))
+    finally:
+        planned.set()
     with job_description(ctx.spark, f"compactor {ctx.name}: phase 2 (append the kept rows)"):
-        rows.observe(kept, *phase2.view_stats_columns("")).writeTo(ctx.stage_identifier).append()
+        rows.writeTo(ctx.stage_identifier).append()
     appended = ViewStats.from_metrics(kept.get)
     ctx.progress.phase("phase 2 appends done", rows=appended.rows, ms=ctx.took("append_ms", started))
     return appended, RangeFigures.from_metrics(read.get)

@@ -126,14 +126,18 @@ def with_rank(rows: DataFrame, strategy: Strategy, pack: Packing, *, unparsable:
     return out.drop(PRESENT, RAW)
 
 
-def ranked_latest(ranked_rows: DataFrame, pack: Packing, *, count_unparsable: bool = False) -> DataFrame:
+def ranked_latest(ranked_rows: DataFrame, pack: Packing, *, count_unparsable: bool = False,
+                  always_ranked: bool = False) -> DataFrame:
     """``(partition, key, offset, RANKED, VALUE)`` of each non-null key's winner among ``ranked_rows`` (columns
     of ``with_rank``); ``count_unparsable`` adds ``UNPARSABLE``, how many of the key's records had an unparsable
-    strategy header (``with_rank(..., unparsable=UNPARSABLE)``)."""
+    strategy header (``with_rank(..., unparsable=UNPARSABLE)``). ``always_ranked`` (``timestamp``: every record
+    has a value) aggregates the score alone, one maximum per key like ``offset``'s, since the offset of a key
+    without any value is never needed."""
     counts = [F.count(F.when(F.col(UNPARSABLE), F.lit(1))).alias(UNPARSABLE)] if count_unparsable else []
+    latest = [] if always_ranked else [F.max(OFFSET).alias(OFFSET)]
     best = (ranked_rows.where(F.col(KEY).isNotNull())
             .groupBy(PARTITION, KEY)
-            .agg(F.max(F.col(SCORE)).alias(SCORE), F.max(OFFSET).alias(OFFSET), *counts))
+            .agg(F.max(F.col(SCORE)).alias(SCORE), *latest, *counts))
     score = F.col(SCORE)
     if pack.long:
         offset = score % F.lit(pack.span) + F.lit(pack.first)
@@ -142,7 +146,7 @@ def ranked_latest(ranked_rows: DataFrame, pack: Packing, *, count_unparsable: bo
         remainder = F.pmod(score, _shift())
         offset = remainder.cast("bigint")
         value = ((score - remainder) / _shift()).cast("bigint")
-    return best.select(PARTITION, KEY, F.coalesce(offset, F.col(OFFSET)).alias(OFFSET),
+    return best.select(PARTITION, KEY, (offset if always_ranked else F.coalesce(offset, F.col(OFFSET))).alias(OFFSET),
                        score.isNotNull().alias(RANKED), value.alias(VALUE), *([UNPARSABLE] if count_unparsable else []))
 
 

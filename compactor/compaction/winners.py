@@ -16,7 +16,7 @@ from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
 from compactor.compaction.scratch import create_scratch
 from compactor.schema import KEY, OFFSET, PARTITION
-from compactor.topics.strategy import HEADER_STRATEGY
+from compactor.topics.strategy import HEADER_STRATEGY, TIMESTAMP_STRATEGY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation
@@ -75,7 +75,8 @@ def _scratch_rows(ctx: RunContext, narrow: DataFrame, parsed: Observation | None
     pack = ranking.packing(strategy, ctx.raw_timestamps, ctx.plan.ranges)
     header = parsed is not None
     ranked = ranking.with_rank(narrow, strategy, pack, unparsable=ranking.UNPARSABLE if header else None)
-    winners = ranking.ranked_latest(ranked, pack, count_unparsable=header)
+    winners = ranking.ranked_latest(ranked, pack, count_unparsable=header,
+                                    always_ranked=strategy.kind == TIMESTAMP_STRATEGY)
     if parsed is not None:  # counted per key by the aggregation, summed here over far fewer rows than records
         winners = winners.observe(parsed, F.sum(ranking.UNPARSABLE).alias("unparsable"))
     if ctx.plan.cursor is None:

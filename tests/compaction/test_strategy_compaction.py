@@ -166,3 +166,25 @@ def test_a_change_of_strategy_alone_forces_a_rewrite(spark: SparkSession, lake: 
     assert current_cursor(lake, "s.a").strategy.label == "header:v"  # type: ignore[union-attr]
     assert kept(lake, "s.a") == [(b"a", b"1")]
     assert not compact_topic(lake, "s.a", now_ms=T0 + 3).committed  # nothing changed since
+
+
+def test_a_failing_append_pass_under_a_strategy_fails_the_run_and_leaves_the_view(spark: SparkSession,
+                                                                                  lake: Lake) -> None:
+    """Under a strategy the delete pass waits for the append pass to build its query: when the append pass fails
+    first, the run fails with its error (the delete pass does not wait for ever) and the cursor stays."""
+    lake.create_topic("s.fail", config={"cleanup.policy": "compact", "compaction.strategy": "timestamp"})
+    topic = lake.topic("s.fail")
+    produce(topic, [ProducerRecord(b"a", b"a-1", partition=0, timestamp_ms=T0 + 50)], now_ms=T0 + 100)
+    assert compact_topic(lake, "s.fail", now_ms=T0 + 200).committed
+    before = current_cursor(lake, "s.fail")
+    produce(topic, [ProducerRecord(b"a", b"a-2", partition=0, timestamp_ms=T0 + 60)], now_ms=T0 + 300)
+
+    def listener(phase: str, _: dict[str, object]) -> None:
+        if phase == "phase 2 appends":
+            raise RuntimeError("append pass broke")
+
+    with pytest.raises(RuntimeError, match="append pass broke"):
+        compact_topic(lake, "s.fail", now_ms=T0 + 400, listener=listener)
+    after = current_cursor(lake, "s.fail")
+    assert before is not None and after is not None and after.snapshot_id == before.snapshot_id
+    assert kept(lake, "s.fail") == [(b"a", b"a-1")]
