@@ -62,7 +62,7 @@ def compact(lake: Lake, spark: SparkSession, name: str, now: int, **kwargs: Any)
     return result, max_tasks(spark, job_ids(spark) - before)
 
 
-@pytest.mark.parametrize("retain", [False, True])
+@pytest.mark.parametrize("retain", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_one_partition_runs_on_many_tasks_with_the_same_result(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                                retain: bool) -> None:
     config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
@@ -135,6 +135,7 @@ def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, t
     assert lake.job_spark() is not spark
 
 
+@pytest.mark.slow  # randomised rounds
 @pytest.mark.parametrize("seed, keys, null_key", [(31, 6, "drop"), (32, 200, "retain")])
 def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                         seed: int, keys: int, null_key: str) -> None:

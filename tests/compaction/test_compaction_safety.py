@@ -47,7 +47,9 @@ def stage_branches(lake: Lake) -> list[str]:
     return [name for name in refs if name.startswith(STAGE_PREFIX)]
 
 
-@pytest.mark.parametrize("point", ["after-plan", "after-phase-1", "after-delete", "after-write", "before-commit"])
+@pytest.mark.parametrize("point", [pytest.param("after-plan", marks=pytest.mark.slow), "after-phase-1",
+                                   pytest.param("after-delete", marks=pytest.mark.slow),
+                                   pytest.param("after-write", marks=pytest.mark.slow), "before-commit"])
 def test_failure_before_publish_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, point: str) -> None:
     model = seeded(lake)
     before_cursor = current_cursor(lake, "s.t")
@@ -208,6 +210,7 @@ def _cli(lake: Lake, *args: str) -> list[str]:
     return [sys.executable, "-m", "compactor.cli.main", "--warehouse", warehouse, *args]
 
 
+@pytest.mark.slow  # a JVM of its own; failures at every point stay in the loop in-process (above)
 def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     model = seeded(lake)
@@ -255,6 +258,7 @@ def run_tables(lake: Lake) -> list[str]:
     return sorted(".".join(t) for t in lake.catalog.list_tables("s") if t[-1].startswith("t__compacted__run_"))
 
 
+@pytest.mark.slow  # two JVMs; the racing compactor stays in the loop in-process (above)
 def test_two_compactor_processes_one_cursor_chain(spark: SparkSession, lake: Lake) -> None:
     model = seeded(lake)
     before = current_cursor(lake, "s.t")

@@ -32,7 +32,7 @@ def kept(lake: Lake, name: str) -> list[tuple[bytes | None, bytes | None]]:
     return [(r.key, r.value) for r, _ in compacted_rows(lake, name)]
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+@pytest.mark.parametrize("layout", ["partitioned", pytest.param("sliced", marks=pytest.mark.slow)])
 def test_timestamp_strategy_keeps_the_newest_event_and_a_late_record_loses(spark: SparkSession, lake: Lake,
                                                                            layout: str) -> None:
     lake.create_topic("s.ts", config={"cleanup.policy": "compact", "compaction.strategy": "timestamp"})
@@ -66,7 +66,7 @@ def test_timestamp_strategy_keeps_the_newest_event_and_a_late_record_loses(spark
     assert TableView(lake, "s.ts").to_dict() == {b"a": b"a-new"}
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+@pytest.mark.parametrize("layout", ["partitioned", pytest.param("sliced", marks=pytest.mark.slow)])
 def test_header_strategy_orders_by_the_last_version_header(spark: SparkSession, lake: Lake, layout: str) -> None:
     lake.create_topic("s.h", config={"cleanup.policy": "compact", "compaction.strategy": "header",
                                      "compaction.strategy.header": "v"})
