@@ -62,7 +62,8 @@ def compact(lake: Lake, spark: SparkSession, name: str, now: int, **kwargs: Any)
     return result, max_tasks(spark, job_ids(spark) - before)
 
 
-@pytest.mark.parametrize("retain", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.slow  # both layouts stay in the loop on their own (quiet runs, strategies, the sliced plan below)
+@pytest.mark.parametrize("retain", [False, True])
 def test_one_partition_runs_on_many_tasks_with_the_same_result(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                                retain: bool) -> None:
     config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
@@ -104,7 +105,7 @@ def exchanges(plan: str) -> list[str]:
     return [line.strip() for line in plan.splitlines() if "Exchange" in line]
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+@pytest.mark.parametrize("layout", [pytest.param("partitioned", marks=pytest.mark.slow), "sliced"])
 def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                              captured_plans: list[str], layout: str) -> None:
     lake.create_topic("l.t", partitions=2, config={"cleanup.policy": "compact"})

@@ -199,6 +199,7 @@ def test_a_run_with_nothing_new_in_a_fresh_process(spark: SparkSession, lake: La
         check(lake, name, quiet, before[kind], stats, snapshot_id)
 
 
+@pytest.mark.slow  # the quiet-run kinds stay in the loop (above)
 def test_the_issue_scenario_record_by_record(spark: SparkSession, lake: Lake) -> None:
     """The reported sequence: a value, a late tombstone, another key, then a run past the delete horizon."""
     name = "conf.case"

@@ -188,6 +188,7 @@ def test_incremental_equals_full(spark: SparkSession, lake: Lake, strategy: str,
     assert live and expired, "the scenario should keep some tombstones and expire others"
 
 
+@pytest.mark.slow  # incremental = full stays in the loop (above)
 def test_tombstones_differ_only_by_their_horizon(spark: SparkSession, lake: Lake) -> None:
     """A tombstone compacted early keeps its first delete horizon; a full compaction later would stamp a
     later one. Both are present while either horizon is in the future."""

@@ -47,7 +47,8 @@ def stage_branches(lake: Lake) -> list[str]:
     return [name for name in refs if name.startswith(STAGE_PREFIX)]
 
 
-@pytest.mark.parametrize("point", [pytest.param("after-plan", marks=pytest.mark.slow), "after-phase-1",
+@pytest.mark.parametrize("point", [pytest.param("after-plan", marks=pytest.mark.slow),
+                                   pytest.param("after-phase-1", marks=pytest.mark.slow),
                                    pytest.param("after-delete", marks=pytest.mark.slow),
                                    pytest.param("after-write", marks=pytest.mark.slow), "before-commit"])
 def test_failure_before_publish_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, point: str) -> None:
@@ -107,6 +108,7 @@ def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSess
     assert stage_branches(lake) == []
 
 
+@pytest.mark.slow  # a racing compactor stays in the loop (above)
 def test_cursor_moved_before_the_staging_branch_restarts(spark: SparkSession, lake: Lake) -> None:
     """The staging branch is only created while main is still the pinned cursor; otherwise the run restarts."""
     model = seeded(lake)
@@ -123,6 +125,7 @@ def test_cursor_moved_before_the_staging_branch_restarts(spark: SparkSession, la
     assert compacted_rows(lake, "s.t") == model.compacted_rows()
 
 
+@pytest.mark.slow  # a racing compactor stays in the loop (above)
 def test_creating_the_staging_branch_survives_a_racing_commit(spark: SparkSession, lake: Lake,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer commits to the compacted table inside our branch commit's window (after the catalog
