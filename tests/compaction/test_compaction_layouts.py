@@ -122,6 +122,7 @@ def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession
         assert scans and all("value" not in line and "headers" not in line for line in scans), phase1
 
 
+@pytest.mark.slow  # the caller's session stays in the loop (test_compaction_quiet_runs.py)
 def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
     keys = [*execution.JOB_SETTINGS, execution.GROUPED_SCANS, execution.PARTIAL_CLUSTERING,
             "spark.sql.shuffle.partitions"]
@@ -165,6 +166,7 @@ def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lak
         check_against_model(lake, "r.t", model, seed, f"round {round_number}")
 
 
+@pytest.mark.slow  # a detail of slicing
 def test_one_large_file_is_sliced_by_its_row_groups(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
     """A single batch's file holds row groups of at most ``write.parquet.row-group-limit`` rows, and the sliced
     layout reads them in parallel tasks: even a one-file, one-partition topic uses the cluster."""

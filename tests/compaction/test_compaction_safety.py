@@ -92,6 +92,7 @@ def test_racing_compactor_restarts_on_the_new_cursor(spark: SparkSession, lake: 
     assert compacted_rows(lake, "s.t") == model.compacted_rows()
 
 
+@pytest.mark.slow  # a racing compactor's restart stays in the loop (above)
 def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSession, lake: Lake) -> None:
     seeded(lake)
     before = current_cursor(lake, "s.t")
@@ -310,6 +311,7 @@ def test_unknown_commit_outcome_exits_75(spark: SparkSession, lake: Lake, monkey
     assert compact_topic(lake, "s.t", now_ms=4000).committed  # the commit did not land; re-running is safe
 
 
+@pytest.mark.slow  # the unknown outcome stays in the loop (above)
 def test_ambiguous_failure_that_landed_counts_as_committed(spark: SparkSession, lake: Lake,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import OperationalError

@@ -215,6 +215,7 @@ def test_spark_reader_returns_the_python_readers_records(compacted_topic: TopicM
         assert got == expected, (name, compacted, start)
 
 
+@pytest.mark.slow  # pinning stays in the loop (test_retention_compacted.py)
 def test_spark_reader_is_pinned(compacted_topic: TopicModel, spark: SparkSession, lake: Lake) -> None:
     frame = read_topic_dataframe(lake, "s.t", read_compacted=True)
     before = frame.count()
