@@ -10,7 +10,16 @@ Markers say what a test needs, and are kept true here (docs/architecture.md, "Te
   JVM) fails: for unmarked tests the JVM entry points refuse and ``JAVA_HOME`` points nowhere;
 * ``s3``: the test uses moto's S3 server; ``postgres``: the test needs the PostgreSQL server. Both are added
   here from the fixtures a test requests (and the ``backend`` parameter of ``tests/backends.py``);
-* ``slow``: the longer randomised runs (marked in their modules).
+* ``slow``: left out of the pre-commit loop ``pytest -m "not slow"``, which keeps at least one test of every
+  route and of every SEMANTICS section's core rules. Slow are: the longer randomised runs, tests that start
+  JVMs of their own (CLI and ``spark-submit`` subprocesses) beyond one per route, the second layout or failure
+  point of a rule already in the loop, the standalone cluster, and Spark tests on the S3 and PostgreSQL
+  back-ends (added here from their ``s3`` and ``postgres`` markers; the local back-end keeps the routes in the
+  loop, and JVM-free tests keep S3 and PostgreSQL in it). Marked in their modules, except that last rule.
+
+Every JVM the tests start (the shared session, and the CLI and ``spark-submit`` subprocesses, which inherit
+the environment) runs with ``TEST_JVM_OPTIONS`` through ``SPARK_SUBMIT_OPTS``; tests that build a clean
+environment for a subprocess add them back with ``jvm_env()``.
 """
 
 from __future__ import annotations
@@ -42,6 +51,20 @@ settings.load_profile("compactor")
 _catalog_numbers = itertools.count()
 ISOLATED_PREFIXES = ("COMPACTOR_", "AWS_", "PYICEBERG_")
 
+# The tests' JVMs run small jobs: C1 only (no C2 compiles) halves their CPU. Measured: a CLI ``compact``
+# subprocess's JVM 14 s -> 7.5 s of user time; the shared session over tests/compaction/test_compaction_rules.py
+# 74 s -> 32-38 s of CPU.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def jvm_env() -> dict[str, str]:
+    """The environment entry that gives a subprocess's JVMs the tests' options (spark-class reads it)."""
+    return {"SPARK_SUBMIT_OPTS": TEST_JVM_OPTIONS}
+
+
+if TEST_JVM_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM_OPTIONS}".strip()
+
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -71,6 +94,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.s3)
         if "postgres_server" in fixtures or backend == "postgres":
             item.add_marker(pytest.mark.postgres)
+        if item.get_closest_marker("spark") is not None and (
+                item.get_closest_marker("s3") is not None or item.get_closest_marker("postgres") is not None):
+            item.add_marker(pytest.mark.slow)
     if unmarked:
         raise pytest.UsageError("these tests use the SparkSession but are not marked @pytest.mark.spark: "
                                 + ", ".join(unmarked))

@@ -50,6 +50,7 @@ def test_compact_prints_the_cursor_as_json(cli: Any, lake: Lake) -> None:
     assert code == 0 and json.loads(out)["committed"] is False
 
 
+@pytest.mark.slow  # two runs for the progress events; compact's output stays in the loop (above)
 def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: Lake) -> None:
     topic = lake.create_topic("a.t", config={"cleanup.policy": "compact"})
     produce(topic, [ProducerRecord(b"k", b"v")] * 5)

@@ -25,6 +25,7 @@ from compactor.progress import parse_log_level
 from compactor.spark.logs import LOG4J2_CONFIG, driver_java_options
 from compactor.spark.session import local_defaults
 from compactor.topics.records import ProducerRecord
+from tests.conftest import jvm_env
 
 ROOT = Path(__file__).resolve().parents[2]
 # A line of Spark's (log4j) logging, in Spark's default layout and in compactor/spark/log4j2.properties's
@@ -140,7 +141,7 @@ def _seed(warehouse: Path) -> None:
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "AWS_", "SPARK_"))}
     env.update(PYTHONPATH=str(ROOT), COMPACTOR_DRIVER_MEMORY="768m", COMPACTOR_SPARK_CORES="1",
-               COMPACTOR_SHUFFLE_PARTITIONS="2", **extra)
+               COMPACTOR_SHUFFLE_PARTITIONS="2", **jvm_env(), **extra)
     return env
 
 
@@ -148,6 +149,7 @@ def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
+@pytest.mark.slow  # two JVMs; the fresh-process compact route stays in the loop (test_compaction_quiet_runs)
 @pytest.mark.spark
 def test_a_default_compact_prints_only_the_result_and_no_spark_warning(tmp_path: Path) -> None:
     """``compactor compact T 2>/dev/null | jq .`` works, and a terminal sees progress but no Spark noise;
@@ -173,6 +175,7 @@ def test_a_default_compact_prints_only_the_result_and_no_spark_warning(tmp_path:
     assert "compact out.t: summary:" not in loud.stderr  # progress is at info, below warning
 
 
+@pytest.mark.slow  # a JVM; the spark-submit route stays in the loop (tests/e2e/test_deploy_submit.py)
 @pytest.mark.spark
 def test_spark_submit_keeps_progress_and_errors_off_standard_output(tmp_path: Path) -> None:
     """Through ``infra/cluster/submit.sh`` (spark-submit, local master): a failing verb's error line goes to

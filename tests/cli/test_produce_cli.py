@@ -254,6 +254,7 @@ def peak_rss_kib(lake: Lake, path: Path, name: str) -> int:
     return bench_peak_rss_kib(command, {**os.environ, "PYTHONPATH": os.getcwd()})
 
 
+@pytest.mark.slow  # 600,000 records through two processes
 def test_memory_is_bounded_by_the_chunk_not_the_file(lake: Lake, tmp_path: Path) -> None:
     lake.create_topic("c.small", partitions=4)
     lake.create_topic("c.large", partitions=4)

@@ -62,6 +62,7 @@ def compact(lake: Lake, spark: SparkSession, name: str, now: int, **kwargs: Any)
     return result, max_tasks(spark, job_ids(spark) - before)
 
 
+@pytest.mark.slow  # both layouts stay in the loop on their own (quiet runs, strategies, the sliced plan below)
 @pytest.mark.parametrize("retain", [False, True])
 def test_one_partition_runs_on_many_tasks_with_the_same_result(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                                retain: bool) -> None:
@@ -104,7 +105,7 @@ def exchanges(plan: str) -> list[str]:
     return [line.strip() for line in plan.splitlines() if "Exchange" in line]
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+@pytest.mark.parametrize("layout", [pytest.param("partitioned", marks=pytest.mark.slow), "sliced"])
 def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                              captured_plans: list[str], layout: str) -> None:
     lake.create_topic("l.t", partitions=2, config={"cleanup.policy": "compact"})
@@ -121,6 +122,7 @@ def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession
         assert scans and all("value" not in line and "headers" not in line for line in scans), phase1
 
 
+@pytest.mark.slow  # the caller's session stays in the loop (test_compaction_quiet_runs.py)
 def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
     keys = [*execution.JOB_SETTINGS, execution.GROUPED_SCANS, execution.PARTIAL_CLUSTERING,
             "spark.sql.shuffle.partitions"]
@@ -135,6 +137,7 @@ def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, t
     assert lake.job_spark() is not spark
 
 
+@pytest.mark.slow  # randomised rounds
 @pytest.mark.parametrize("seed, keys, null_key", [(31, 6, "drop"), (32, 200, "retain")])
 def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lake: Lake, tiny_slices: None,
                                                         seed: int, keys: int, null_key: str) -> None:
@@ -163,6 +166,7 @@ def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lak
         check_against_model(lake, "r.t", model, seed, f"round {round_number}")
 
 
+@pytest.mark.slow  # a detail of slicing
 def test_one_large_file_is_sliced_by_its_row_groups(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
     """A single batch's file holds row groups of at most ``write.parquet.row-group-limit`` rows, and the sliced
     layout reads them in parallel tasks: even a one-file, one-partition topic uses the cluster."""

@@ -1,12 +1,12 @@
 """Runs with no new records that still have work (issue 19): expired tombstones, keyless rows after a switch to
 ``compaction.null-key=drop``, a ``delete,compact`` trim, and a forced rewrite that meets expired tombstones.
 
-Each kind runs in both layouts in this process, and once more through ``compactor`` in a fresh process (the
-set-up stays in this process; only the run under test starts a JVM of its own). A run with nothing new used to
-fail with "Catalog 'default_iceberg' plugin class not found": its passes ran on worker threads where the job
-session was not the active one. The results must be exact: the rows removed, nothing else changed, the
-horizons kept, and the cursor moved. Afterwards the caller's own session is still the active one and has none
-of the job's settings.
+Each kind runs in both layouts in this process, and once more through ``compactor``'s command line in a fresh
+process (the set-up stays in this process; the four runs under test share the one JVM of that process). A run
+with nothing new used to fail with "Catalog 'default_iceberg' plugin class not found": its passes ran on worker
+threads where the job session was not the active one. The results must be exact: the rows removed, nothing
+else changed, the horizons kept, and the cursor moved. Afterwards the caller's own session is still the active
+one and has none of the job's settings.
 """
 
 from __future__ import annotations
@@ -100,8 +100,13 @@ def check(lake: Lake, name: str, quiet: Quiet, before: int, stats: dict[str, obj
     assert stats["mode"] == quiet.mode, stats
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
-@pytest.mark.parametrize("kind", list(KINDS))
+# every kind is in the pre-commit loop through the fresh process below; in this process one kind and layout
+IN_LOOP = {("tombstones", "partitioned")}
+
+
+@pytest.mark.parametrize("kind, layout", [
+    pytest.param(kind, layout, marks=() if (kind, layout) in IN_LOOP else pytest.mark.slow)
+    for kind in KINDS for layout in ("partitioned", "sliced")])
 def test_a_run_with_nothing_new_does_its_work(spark: SparkSession, lake: Lake, kind: str, layout: str) -> None:
     name = f"q.{kind}"
     quiet = KINDS[kind](lake, name)
@@ -133,39 +138,68 @@ def test_a_run_with_nothing_new_does_its_work(spark: SparkSession, lake: Lake, k
     assert not again.committed, "the work was done: a second run has none"
 
 
-def cli(lake: Lake, *args: str) -> subprocess.CompletedProcess[str]:
+# One fresh process runs the four kinds one after another through ``compactor.cli.main.main`` (one JVM, not four:
+# the first run is in a fresh process, the others check each kind's command line); the layouts alternate, and
+# both are covered in-process above.
+CHAIN = """
+import contextlib, io, json, sys
+from compactor.cli.main import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    results.append({"code": code, "stdout": out.getvalue()})
+print(json.dumps(results))
+"""
+FRESH = [("tombstones", "sliced"), ("keyless", "partitioned"), ("trim", None), ("rewrite", "sliced")]
+
+
+def cli_chain(lake: Lake, *verbs: list[str]) -> list[dict[str, object]]:
+    """Run ``verbs`` (each a command line) in one fresh process, in order; each one's exit code and output."""
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "COMPACTOR_CATALOG_NAME": lake.config.catalog_name}
-    return subprocess.run([sys.executable, "-m", "compactor.cli.main", "--warehouse", lake.config.warehouse, *args],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    argv = [["--warehouse", lake.config.warehouse, *verb] for verb in verbs]
+    proc = subprocess.run([sys.executable, "-c", CHAIN, json.dumps(argv)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results: list[dict[str, object]] = json.loads(proc.stdout.splitlines()[-1])
+    for verb, result in zip(verbs, results, strict=True):
+        assert result["code"] == 0, (verb, proc.stderr[-3000:])
+    return results
 
 
-# One fresh process per kind (each starts a JVM); the layouts alternate, and both are covered in-process above.
-@pytest.mark.parametrize("kind, layout", [("tombstones", "sliced"), ("keyless", "partitioned"), ("trim", None),
-                                          ("rewrite", "sliced")])
-def test_a_run_with_nothing_new_in_a_fresh_process(spark: SparkSession, lake: Lake, kind: str,
-                                                    layout: str | None) -> None:
-    name = f"q.{kind}"
-    quiet = KINDS[kind](lake, name)
-    cursor = current_cursor(lake, name)
-    assert cursor is not None
-    if kind == "trim":  # as users run it: retention applies the delete,compact trim
-        proc = cli(lake, "retention", name, "--now-ms", str(quiet.now_ms))
-        assert proc.returncode == 0, proc.stderr
-        trimmed = json.loads(proc.stdout)["compacted_trim"]
-        assert trimmed["committed"] is True, trimmed
-        stats = current_cursor(lake, name).stats.as_json()  # type: ignore[union-attr]
-        snapshot_id = current_cursor(lake, name).snapshot_id  # type: ignore[union-attr]
-    else:
-        args = ["compact", name, "--now-ms", str(quiet.now_ms), "--layout", str(layout)]
-        proc = cli(lake, *args, *(["--rewrite"] if quiet.rewrite else []))
-        assert proc.returncode == 0, proc.stderr
-        result = json.loads(proc.stdout)
-        assert result["committed"] is True, result
-        assert result["stats"]["layout"] == layout
-        stats, snapshot_id = result["stats"], result["compacted_snapshot_id"]
-    check(lake, name, quiet, cursor.snapshot_id, stats, snapshot_id)
+def test_a_run_with_nothing_new_in_a_fresh_process(spark: SparkSession, lake: Lake) -> None:
+    quiets = {kind: KINDS[kind](lake, f"q.{kind}") for kind, _ in FRESH}
+    before = {}
+    for kind, _ in FRESH:
+        cursor = current_cursor(lake, f"q.{kind}")
+        assert cursor is not None
+        before[kind] = cursor.snapshot_id
+    verbs: list[list[str]] = []
+    for kind, layout in FRESH:
+        quiet = quiets[kind]
+        if kind == "trim":  # as users run it: retention applies the delete,compact trim
+            verbs.append(["retention", f"q.{kind}", "--now-ms", str(quiet.now_ms)])
+        else:
+            verbs.append(["compact", f"q.{kind}", "--now-ms", str(quiet.now_ms), "--layout", str(layout),
+                          *(["--rewrite"] if quiet.rewrite else [])])
+    results = cli_chain(lake, *verbs)
+    for (kind, layout), result in zip(FRESH, results, strict=True):
+        name, quiet = f"q.{kind}", quiets[kind]
+        out = json.loads(str(result["stdout"]))
+        if kind == "trim":
+            trimmed = out["compacted_trim"]
+            assert trimmed["committed"] is True, trimmed
+            stats = current_cursor(lake, name).stats.as_json()  # type: ignore[union-attr]
+            snapshot_id = current_cursor(lake, name).snapshot_id  # type: ignore[union-attr]
+        else:
+            assert out["committed"] is True, out
+            assert out["stats"]["layout"] == layout
+            stats, snapshot_id = out["stats"], out["compacted_snapshot_id"]
+        check(lake, name, quiet, before[kind], stats, snapshot_id)
 
 
+@pytest.mark.slow  # the quiet-run kinds stay in the loop (above)
 def test_the_issue_scenario_record_by_record(spark: SparkSession, lake: Lake) -> None:
     """The reported sequence: a value, a late tombstone, another key, then a run past the delete horizon."""
     name = "conf.case"

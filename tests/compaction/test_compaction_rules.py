@@ -198,6 +198,7 @@ def test_compact_runs_when_not_due_and_if_due_skips(spark: SparkSession, lake: L
     assert forced.committed
 
 
+@pytest.mark.slow  # the trigger rules stay in the loop JVM-free (test_horizons_triggers.py)
 def test_if_due_runs_when_due_by_max_compaction_lag(spark: SparkSession, lake: Lake) -> None:
     make(lake, **{"min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": "5000"})
     put(lake, *(rec(b"k%d" % i, b"v" * 50, ts=1000) for i in range(20)))
@@ -221,6 +222,7 @@ def test_phase_one_reads_only_partition_key_offset(spark: SparkSession, lake: La
                          for line in scans), plan
 
 
+@pytest.mark.slow  # a detail of phase 2; latest-wins stays in the loop
 def test_phase_two_keeps_exactly_the_winning_offsets_across_mask_words(spark: SparkSession) -> None:
     """Offsets at and around the 64-offset word boundaries, words where nothing won, and keyless rows."""
     import random
@@ -274,6 +276,7 @@ def test_cursor_summary_carries_horizons_snapshot_clock_settings_and_stats(spark
     assert mirror is not None and mirror["compacted_snapshot_id"] == result.compacted_snapshot_id
 
 
+@pytest.mark.slow  # plain Iceberg reads stay in the loop (test_other_engines.py)
 def test_the_compacted_view_is_plain_iceberg(spark: SparkSession, lake: Lake) -> None:
     make(lake)
     put(lake, rec(b"k", b"1"), rec(b"k", b"2"), rec(b"j", b"3"))
@@ -299,6 +302,7 @@ def test_records_are_read_once_from_the_raw_range(spark: SparkSession, lake: Lak
     assert [r for r in view(lake, "c.t") if r.key == b"k0"] == newest
 
 
+@pytest.mark.slow  # many runs; the rewrite mode stays in the loop
 def test_view_is_rewritten_when_position_deletes_pile_up(spark: SparkSession, lake: Lake) -> None:
     from tests.helpers import produce_both
     from tests.model import ModelSettings, TopicModel
@@ -338,6 +342,7 @@ def test_forced_rewrite_gives_the_same_view(spark: SparkSession, lake: Lake) -> 
         (1, None, b"n"), (3, b"a", b"2"), (4, b"b", b"3"), (6, b"c", b"5")]
 
 
+@pytest.mark.slow  # five runs; empty work stays in the loop
 def test_a_pass_that_finds_nothing_to_expire_commits_nothing(spark: SparkSession, lake: Lake) -> None:
     """The view's smallest delete horizon is a lower bound after incremental runs: a later run may look for
     expired tombstones and find none, and must then not commit."""

@@ -47,7 +47,10 @@ def stage_branches(lake: Lake) -> list[str]:
     return [name for name in refs if name.startswith(STAGE_PREFIX)]
 
 
-@pytest.mark.parametrize("point", ["after-plan", "after-phase-1", "after-delete", "after-write", "before-commit"])
+@pytest.mark.parametrize("point", [pytest.param("after-plan", marks=pytest.mark.slow),
+                                   pytest.param("after-phase-1", marks=pytest.mark.slow),
+                                   pytest.param("after-delete", marks=pytest.mark.slow),
+                                   pytest.param("after-write", marks=pytest.mark.slow), "before-commit"])
 def test_failure_before_publish_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, point: str) -> None:
     model = seeded(lake)
     before_cursor = current_cursor(lake, "s.t")
@@ -89,6 +92,7 @@ def test_racing_compactor_restarts_on_the_new_cursor(spark: SparkSession, lake: 
     assert compacted_rows(lake, "s.t") == model.compacted_rows()
 
 
+@pytest.mark.slow  # a racing compactor's restart stays in the loop (above)
 def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSession, lake: Lake) -> None:
     seeded(lake)
     before = current_cursor(lake, "s.t")
@@ -105,6 +109,7 @@ def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSess
     assert stage_branches(lake) == []
 
 
+@pytest.mark.slow  # a racing compactor stays in the loop (above)
 def test_cursor_moved_before_the_staging_branch_restarts(spark: SparkSession, lake: Lake) -> None:
     """The staging branch is only created while main is still the pinned cursor; otherwise the run restarts."""
     model = seeded(lake)
@@ -121,6 +126,7 @@ def test_cursor_moved_before_the_staging_branch_restarts(spark: SparkSession, la
     assert compacted_rows(lake, "s.t") == model.compacted_rows()
 
 
+@pytest.mark.slow  # a racing compactor stays in the loop (above)
 def test_creating_the_staging_branch_survives_a_racing_commit(spark: SparkSession, lake: Lake,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer commits to the compacted table inside our branch commit's window (after the catalog
@@ -208,6 +214,7 @@ def _cli(lake: Lake, *args: str) -> list[str]:
     return [sys.executable, "-m", "compactor.cli.main", "--warehouse", warehouse, *args]
 
 
+@pytest.mark.slow  # a JVM of its own; failures at every point stay in the loop in-process (above)
 def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     model = seeded(lake)
@@ -255,6 +262,7 @@ def run_tables(lake: Lake) -> list[str]:
     return sorted(".".join(t) for t in lake.catalog.list_tables("s") if t[-1].startswith("t__compacted__run_"))
 
 
+@pytest.mark.slow  # two JVMs; the racing compactor stays in the loop in-process (above)
 def test_two_compactor_processes_one_cursor_chain(spark: SparkSession, lake: Lake) -> None:
     model = seeded(lake)
     before = current_cursor(lake, "s.t")
@@ -303,6 +311,7 @@ def test_unknown_commit_outcome_exits_75(spark: SparkSession, lake: Lake, monkey
     assert compact_topic(lake, "s.t", now_ms=4000).committed  # the commit did not land; re-running is safe
 
 
+@pytest.mark.slow  # the unknown outcome stays in the loop (above)
 def test_ambiguous_failure_that_landed_counts_as_committed(spark: SparkSession, lake: Lake,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import OperationalError

@@ -46,7 +46,8 @@ def view_location(lake: Lake, name: str) -> str:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("point", ["after-phase-1", "after-delete", "after-write"])
+@pytest.mark.parametrize("point", ["after-phase-1", pytest.param("after-delete", marks=pytest.mark.slow),
+                                   pytest.param("after-write", marks=pytest.mark.slow)])
 def test_retention_in_the_middle_of_a_run_leaves_it_to_finish(spark: SparkSession, lake: Lake, point: str) -> None:
     model = seeded(lake, "l.t")
     seen: list[RetentionResult] = []
@@ -66,6 +67,7 @@ def test_retention_in_the_middle_of_a_run_leaves_it_to_finish(spark: SparkSessio
     assert lease.live_runs(lake.config, view_location(lake, "l.t")).run_ids == frozenset()  # released at the end
 
 
+@pytest.mark.slow  # a JVM of its own; retention inside a live run stays in the loop in-process (above)
 @pytest.mark.spark
 def test_retention_from_another_process_during_a_run(spark: SparkSession, lake: Lake, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,

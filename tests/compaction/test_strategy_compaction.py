@@ -32,7 +32,7 @@ def kept(lake: Lake, name: str) -> list[tuple[bytes | None, bytes | None]]:
     return [(r.key, r.value) for r, _ in compacted_rows(lake, name)]
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+@pytest.mark.parametrize("layout", ["partitioned", pytest.param("sliced", marks=pytest.mark.slow)])
 def test_timestamp_strategy_keeps_the_newest_event_and_a_late_record_loses(spark: SparkSession, lake: Lake,
                                                                            layout: str) -> None:
     lake.create_topic("s.ts", config={"cleanup.policy": "compact", "compaction.strategy": "timestamp"})
@@ -66,7 +66,7 @@ def test_timestamp_strategy_keeps_the_newest_event_and_a_late_record_loses(spark
     assert TableView(lake, "s.ts").to_dict() == {b"a": b"a-new"}
 
 
-@pytest.mark.parametrize("layout", ["partitioned", "sliced"])
+@pytest.mark.parametrize("layout", ["partitioned", pytest.param("sliced", marks=pytest.mark.slow)])
 def test_header_strategy_orders_by_the_last_version_header(spark: SparkSession, lake: Lake, layout: str) -> None:
     lake.create_topic("s.h", config={"cleanup.policy": "compact", "compaction.strategy": "header",
                                      "compaction.strategy.header": "v"})
@@ -100,6 +100,7 @@ def test_header_strategy_orders_by_the_last_version_header(spark: SparkSession, 
     assert TableView(lake, "s.h").get("a") == b"a5"
 
 
+@pytest.mark.slow  # the forced rewrite stays in the loop (below)
 def test_a_change_of_strategy_forces_a_rewrite_and_shows(spark: SparkSession, lake: Lake) -> None:
     lake.create_topic("s.c", config={"cleanup.policy": "compact"})
     topic = lake.topic("s.c")
@@ -130,6 +131,7 @@ def test_a_change_of_strategy_forces_a_rewrite_and_shows(spark: SparkSession, la
     assert kept(lake, "s.c") == [(b"b", b"b"), (b"a", b"newer")]
 
 
+@pytest.mark.slow  # the trim stays in the loop (test_retention_compacted.py)
 def test_delete_compact_trim_under_the_timestamp_strategy(spark: SparkSession, lake: Lake) -> None:
     """The trim removes compacted rows by record timestamp whatever the strategy; a key whose row it removed
     takes the next record of the range, however it ranks."""

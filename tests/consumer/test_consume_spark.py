@@ -92,6 +92,7 @@ def transform(lake: Lake) -> Any:
     return fn
 
 
+@pytest.mark.slow  # a JVM of its own; a crash before the commit stays in the loop in-process (above)
 def test_consume_transform_produce_exactly_once_across_a_kill(spark: SparkSession, lake: Lake) -> None:
     lake.create_topic("s.src", partitions=2)
     lake.create_topic("s.out", partitions=2)

@@ -104,6 +104,7 @@ def test_caught_up_after_a_trailing_tombstone_the_view_dropped(spark: SparkSessi
         assert consumer.caught_up() and consumer.position() == {TopicPartition(T, 0): 3}
 
 
+@pytest.mark.slow  # randomised rounds
 def test_random_rounds_with_compactions_between_polls(spark: SparkSession, lake: Lake) -> None:
     rng = random.Random(7)
     lake.create_topic(T, config={"cleanup.policy": "compact"})

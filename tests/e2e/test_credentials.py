@@ -3,9 +3,10 @@
 A compaction runs on moto's S3 server with a PostgreSQL catalog whose role needs a password (scram), through
 the command line (local Spark) and through ``infra/cluster/submit.sh`` (``spark-submit``). While each job is
 paused at a failure point, every process on the machine is read from the process table: neither the S3
-secret key nor the catalog password may appear in any process's arguments. A full run's standard output,
-standard error and Spark event log must not contain them either. The run succeeding at all shows the
-credentials did reach pyiceberg, Spark's catalog and S3A (the role refuses a wrong password).
+secret key nor the catalog password may appear in any process's arguments. The run then goes on to its end
+(one JVM per route), and its standard output, standard error and Spark event log must not contain them
+either. The run succeeding at all shows the credentials did reach pyiceberg, Spark's catalog and S3A (the role
+refuses a wrong password).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.conftest import jvm_env
 from tests.pg_server import PostgresServer, postgres_server  # noqa: F401 - the session fixture
 from tests.s3_server import S3Server, s3_server  # noqa: F401 - the session fixture
 
@@ -61,7 +63,7 @@ def secrets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_"))}
     env.update({**s3.env, "AWS_SECRET_ACCESS_KEY": s3_secret, "COMPACTOR_WAREHOUSE": f"s3://{bucket}/lake",
                 "COMPACTOR_CATALOG_URI": catalog_uri, "SPARK_CONF_DIR": str(conf_dir), "PYTHONPATH": str(ROOT),
-                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **jvm_env()})
     cli = [sys.executable, "-m", "compactor.cli.main"]
     subprocess.run([*cli, "topic", "create", "s.t", "--partitions", "2", "--config", "cleanup.policy=compact"],
                    env=env, check=True, capture_output=True, timeout=120)
@@ -75,23 +77,31 @@ def environment(secrets: dict[str, str]) -> dict[str, str]:
     return {k[4:]: v for k, v in secrets.items() if k.startswith("env:")}
 
 
-def paused_scan(command: list[str], env: dict[str, str], marker: Path, secret_values: list[str]) -> list[str]:
-    """Start ``command`` paused at ``after-phase-1``, read every process's arguments, then kill it."""
+def paused_run(command: list[str], env: dict[str, str], out: Path,
+               secret_values: list[str]) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """Run ``command`` with a pause at ``after-phase-1``: read every process's arguments there, then let the run
+    go on to its end (one JVM for both checks). The leaking command lines, and the whole run's result."""
+    marker = out / "paused"
     run_env = {**env, "COMPACTOR_FAILPOINTS": "after-phase-1=pause", "COMPACTOR_FAILPOINT_MARKER": str(marker)}
-    process = subprocess.Popen(command, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists():
-            assert process.poll() is None, process.stderr.read().decode()[-3000:] if process.stderr else ""
-            assert time.monotonic() < deadline, "the job never reached phase 1"
-            time.sleep(0.2)
-        lines = command_lines()
-        assert any("spark" in line.lower() for line in lines.values()), "a Spark JVM should be running"
-        return [f"{pid}: {line[:200]}" for pid, line in lines.items() if any(s in line for s in secret_values)]
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
+    with (out / "stdout").open("w") as stdout, (out / "stderr").open("w") as stderr:
+        process = subprocess.Popen(command, env=run_env, stdout=stdout, stderr=stderr, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while not marker.exists():
+                assert process.poll() is None, (out / "stderr").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the job never reached phase 1"
+                time.sleep(0.2)
+            lines = command_lines()
+            assert any("spark" in line.lower() for line in lines.values()), "a Spark JVM should be running"
+            leaks = [f"{pid}: {line[:200]}" for pid, line in lines.items() if any(s in line for s in secret_values)]
+            marker.unlink()  # the run goes on
+            code = process.wait(timeout=600)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=60)
+    result = subprocess.CompletedProcess(command, code, (out / "stdout").read_text(), (out / "stderr").read_text())
+    return leaks, result
 
 
 @pytest.mark.parametrize("route", ["cli", "spark-submit"])
@@ -104,8 +114,8 @@ def test_credentials_stay_off_command_lines_outputs_and_logs(secrets: dict[str, 
     else:
         env["SPARK_MASTER"] = "local[1]"
         command = [str(ROOT / "infra/cluster/submit.sh"), "compact", "s.t"]
-    assert paused_scan(command, env, tmp_path / "paused", values) == []
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    leaks, result = paused_run(command, env, tmp_path, values)
+    assert leaks == []
     assert result.returncode == 0, result.stderr[-3000:]
     for secret in values:
         assert secret not in result.stdout and secret not in result.stderr

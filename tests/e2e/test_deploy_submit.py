@@ -15,6 +15,7 @@ from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
 from tests.cluster.test_deploy import ROOT
+from tests.conftest import jvm_env
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +28,7 @@ def test_submit_script_runs_a_verb_through_spark_submit(tmp_path: Path) -> None:
     produce(topic, [ProducerRecord(b"k", b"1"), ProducerRecord(b"k", b"2")])
     lake.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "AWS_", "SPARK_"))}
-    env.update({"SPARK_MASTER": "local[1]", "COMPACTOR_WAREHOUSE": str(warehouse)})
+    env.update({"SPARK_MASTER": "local[1]", "COMPACTOR_WAREHOUSE": str(warehouse), **jvm_env()})
     result = subprocess.run([str(ROOT / "infra/cluster/submit.sh"), "compact", "sub.t"], capture_output=True,
                             text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -125,6 +125,7 @@ def readme_duckdb_block() -> str:
     return block.code
 
 
+@pytest.mark.slow  # DuckDB reads the view in the loop (above)
 @pytest.mark.spark
 def test_the_readme_duckdb_example_returns_what_the_compacted_reader_returns(
         spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -74,6 +74,7 @@ def test_the_command_line_batch_id_is_honoured_after_many_commits(lake: Lake) ->
     assert again.duplicate and again.offsets == first.offsets
 
 
+@pytest.mark.slow  # 400 commits; an id's window passing stays in the loop (test_a_batch_id_outlives_...)
 def test_the_record_stays_small_and_forgets_expired_ids(lake: Lake) -> None:
     topic = lake.create_topic("i.size", config={"producer.id.expiration.ms": str(10**6)})
     for i in range(400):
@@ -112,6 +113,7 @@ def test_producer_id_expiration_is_a_validated_setting(lake: Lake) -> None:
 # --- commit metadata stays bounded, readers keep their records ------------------------------------------------
 
 
+@pytest.mark.slow  # 150 commits
 def test_metadata_stays_bounded_over_many_commits(lake: Lake) -> None:
     topic = lake.create_topic("c.t", partitions=2, config=SMALL_WINDOW)
     for i in range(150):

@@ -185,6 +185,7 @@ def _producer_process(config: LakeConfig, worker: int, batches: int, size: int,
     out.put((worker, results))
 
 
+@pytest.mark.slow  # four processes; concurrent threads stay in the loop (test_produce_columnar.py)
 def test_concurrent_producers_never_duplicate_or_skip_offsets(lake: Lake) -> None:
     topic = lake.create_topic("a.t", partitions=2)
     workers, batches, size = 4, 6, 7

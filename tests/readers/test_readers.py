@@ -22,6 +22,8 @@ from readers.positions import StartPosition
 from readers.reader import TopicReader, batch_to_records
 from readers.spark import read_topic_dataframe
 from readers.table_view import TableView
+from tests.backends import attach_spark
+from tests.conftest import new_lake_config
 from tests.helpers import produce_both, raw, view
 from tests.model import TopicModel
 
@@ -108,8 +110,7 @@ def test_reader_invariant_and_pinning_under_concurrent_produce_and_compact(spark
         assert list(reader.records()) == first_read, "an open reader's results changed"
 
 
-@pytest.fixture
-def compacted_topic(spark: SparkSession, lake: Lake) -> Iterator[TopicModel]:
+def build_compacted_topic(lake: Lake) -> TopicModel:
     """One partition: offsets 0..9 with keys a,b,a,c,b,a,d,c,e,a at timestamps 1000*(o+1), compacted with the
     horizon at 10, then a tail of offsets 10..11 (keys f, a)."""
     lake.create_topic("s.t", config={"cleanup.policy": "compact"})
@@ -120,20 +121,37 @@ def compacted_topic(spark: SparkSession, lake: Lake) -> Iterator[TopicModel]:
     compact_topic(lake, "s.t", now_ms=NOW)
     produce_both(lake, "s.t", model, [ProducerRecord(b"f", b"v10", timestamp_ms=11000),
                                       ProducerRecord(b"a", b"v11", timestamp_ms=12000)], NOW)
-    yield model
+    return model
+
+
+@pytest.fixture
+def compacted_topic(spark: SparkSession, lake: Lake) -> TopicModel:
+    """``build_compacted_topic`` in this test's lake, for the tests that change it."""
+    return build_compacted_topic(lake)
+
+
+@pytest.fixture(scope="module")
+def compacted_lake(spark_session: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    """``build_compacted_topic`` compacted once, for the tests that only read it."""
+    shared = attach_spark(Lake(new_lake_config(tmp_path_factory.mktemp("readers") / "warehouse")), spark_session)
+    build_compacted_topic(shared)
+    yield shared
+    shared.close()
 
 
 def offsets(records: list[Record]) -> list[int]:
     return [r.offset for r in records]
 
 
-def test_compacted_view_is_compacted_rows_then_tail(compacted_topic: TopicModel, lake: Lake) -> None:
+def test_compacted_view_is_compacted_rows_then_tail(compacted_lake: Lake) -> None:
+    lake = compacted_lake
     # latest below 10: b@4, d@6, c@7, e@8, a@9; then the tail 10, 11
     assert offsets(view(lake, "s.t")) == [4, 6, 7, 8, 9, 10, 11]
     assert offsets(raw(lake, "s.t")) == list(range(12))
 
 
-def test_seek_by_offset_in_the_compacted_view(compacted_topic: TopicModel, lake: Lake) -> None:
+def test_seek_by_offset_in_the_compacted_view(compacted_lake: Lake) -> None:
+    lake = compacted_lake
     assert offsets(view(lake, "s.t", start={0: 7})) == [7, 8, 9, 10, 11]
     # offset 5 was removed by compaction: not an error, reading continues at the next higher offset
     assert offsets(view(lake, "s.t", start={0: 5})) == [6, 7, 8, 9, 10, 11]
@@ -145,7 +163,8 @@ def test_seek_by_offset_in_the_compacted_view(compacted_topic: TopicModel, lake:
     assert offsets(view(lake, "s.t", start={0: 13}, reset="earliest")) == [4, 6, 7, 8, 9, 10, 11]
 
 
-def test_seek_by_timestamp_uses_the_view_being_read(compacted_topic: TopicModel, lake: Lake) -> None:
+def test_seek_by_timestamp_uses_the_view_being_read(compacted_lake: Lake) -> None:
+    lake = compacted_lake
     # offset o has timestamp 1000*(o+1). In the raw view 3500 -> offset 3; in the compacted view offset 3
     # is gone, so the first record with timestamp >= 3500 is offset 4.
     assert offsets(raw(lake, "s.t", start={0: StartPosition.at_timestamp(3500)}))[0] == 3
@@ -196,6 +215,7 @@ def test_spark_reader_returns_the_python_readers_records(compacted_topic: TopicM
         assert got == expected, (name, compacted, start)
 
 
+@pytest.mark.slow  # pinning stays in the loop (test_retention_compacted.py)
 def test_spark_reader_is_pinned(compacted_topic: TopicModel, spark: SparkSession, lake: Lake) -> None:
     frame = read_topic_dataframe(lake, "s.t", read_compacted=True)
     before = frame.count()
@@ -229,9 +249,9 @@ def test_table_view_matches_the_latest_live_value_per_key(spark: SparkSession, l
     assert len(keys) == len(set(keys)) == len(expected)
 
 
-def test_cli_reads_the_compacted_view_from_an_offset(compacted_topic: TopicModel, lake: Lake,
-                                                     capsys: pytest.CaptureFixture[str],
+def test_cli_reads_the_compacted_view_from_an_offset(compacted_lake: Lake, capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = compacted_lake
     import json
 
     from compactor.cli.main import main

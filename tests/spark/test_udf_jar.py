@@ -26,6 +26,7 @@ def infra_module() -> ModuleType:
     return module
 
 
+@pytest.mark.slow  # javac twice (two JVMs); the jar the set-up built is checked by every Spark test's session
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs the JDK's javac (infra/setup.sh installs it)")
 def test_the_jar_is_built_once_and_again_when_a_source_changes(tmp_path: Path) -> None:
     udf_jar = infra_module()
