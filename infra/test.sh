@@ -19,4 +19,5 @@ if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
   rm -rf "$site"
 fi
 echo "[test] pytest" >&2
-exec "$PY" -m pytest --durations=25 "$@"
+# -n 2: every Spark test on one worker (one SparkSession, tests/conftest.py), the JVM-free tests beside it
+exec "$PY" -m pytest -n 2 --durations=25 "$@"

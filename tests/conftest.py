@@ -82,7 +82,10 @@ SPARK_FIXTURE = "spark_session"  # ``spark`` and every fixture built on it reque
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Add ``s3`` and ``postgres`` from what each test uses; refuse a Spark fixture without ``spark``."""
+    """Add ``s3`` and ``postgres`` from what each test uses; refuse a Spark fixture without ``spark``; keep every
+    test of the shared SparkSession in one pytest-xdist group, so that a parallel run (``-n 2``, ``--dist
+    loadgroup`` from ``pyproject.toml``) still starts ONE SparkSession, on one worker, while the other runs the
+    JVM-free tests and those that start their own JVMs."""
     unmarked: list[str] = []
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -97,6 +100,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("spark") is not None and (
                 item.get_closest_marker("s3") is not None or item.get_closest_marker("postgres") is not None):
             item.add_marker(pytest.mark.slow)
+        if SPARK_FIXTURE in fixtures:  # tests that start their own JVMs (subprocesses) may run on either worker
+            item.add_marker(pytest.mark.xdist_group("spark-session"))
     if unmarked:
         raise pytest.UsageError("these tests use the SparkSession but are not marked @pytest.mark.spark: "
                                 + ", ".join(unmarked))
