@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import IO, Any, cast
 
@@ -40,7 +40,7 @@ from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.internals import parquet_writer_kwargs
 from compactor.iceberg.storage import delete_uncommitted
-from compactor.producing.columns import HEADERS, KEY, TIMESTAMP_MS, VALUE
+from compactor.producing.columns import HEADERS, HEADERS_TYPE, KEY, TIMESTAMP_MS, VALUE
 from compactor.producing.plan import Grouping
 from compactor.workers import pool
 
@@ -52,7 +52,31 @@ ROW_GROUP_LIMIT_PROPERTY = "write.parquet.row-group-limit"
 DEFAULT_ROW_GROUP_ROWS = 1_048_576  # pyiceberg's default, for topics created before the property was set
 MAX_OPEN_FILES = 64
 REWRITE_CHUNK_ROWS = 65_536
+STAMP_TYPE = pa.timestamp("us", tz="UTC")
+_NO_HEADERS = pa.array([], HEADERS_TYPE.value_type)
 log = logging.getLogger(__name__)
+
+
+# Leaf columns of a data file, as Parquet names them: those holding the records' own bytes, and the small ones.
+_PAYLOAD_COLUMNS = ("key", "value", "headers.list.element.key", "headers.list.element.value")
+_DENSE_COLUMNS = ("partition", "offset", "timestamp")
+
+
+def file_writer_kwargs(properties: Mapping[str, str]) -> dict[str, Any]:
+    """The ``ParquetWriter`` options of a topic's data file: pyiceberg's for the table's ``write.parquet.*``
+    properties, per column. The records' bytes (key, value, headers) get the table's codec and no dictionary
+    (values and offsets are unique, keys mostly so, and zstd compresses what repeats: measured both faster to
+    write and smaller than a dictionary per column chunk). The columns a plain append of key and value would
+    not have are cheap to encode and need no codec: ``partition`` (one value per file) and ``timestamp``
+    (mostly one value per batch) as a dictionary, ``offset`` (dense, increasing) as ``DELTA_BINARY_PACKED``."""
+    kwargs = parquet_writer_kwargs(properties)
+    codec, level = kwargs.pop("compression"), kwargs.pop("compression_level", None)
+    kwargs["compression"] = {**dict.fromkeys(_PAYLOAD_COLUMNS, codec), **dict.fromkeys(_DENSE_COLUMNS, "none")}
+    if level is not None and codec != "none":
+        kwargs["compression_level"] = dict.fromkeys(_PAYLOAD_COLUMNS, level)
+    kwargs["use_dictionary"] = ["partition", "timestamp"]
+    kwargs["column_encoding"] = {"offset": "DELTA_BINARY_PACKED"}
+    return kwargs
 
 
 class _PartitionFile:
@@ -68,10 +92,8 @@ class _PartitionFile:
         self.rows = 0
         self.bytes = 0
         self._stream = table.io.new_output(self.path).create(overwrite=True)
-        # No dictionary encoding: values and offsets are unique, keys mostly so, and zstd compresses what
-        # repeats; measured both faster to write and smaller than trying a dictionary per column chunk.
-        self._writer = pq.ParquetWriter(cast(IO[Any], self._stream), schema=FILE_SCHEMA, use_dictionary=False,
-                                        **parquet_writer_kwargs(table.metadata.properties))
+        self._writer = pq.ParquetWriter(cast(IO[Any], self._stream), schema=FILE_SCHEMA,
+                                        **file_writer_kwargs(table.metadata.properties))
         # Row groups of at most the table's row-group limit, so a large batch's file stays splittable (Spark
         # reads its row groups in parallel tasks: compaction's sliced layout relies on it).
         self._row_group_rows = int(table.metadata.properties.get(ROW_GROUP_LIMIT_PROPERTY, DEFAULT_ROW_GROUP_ROWS))
@@ -107,15 +129,33 @@ class _PartitionFile:
 
 
 def file_rows(batch: pa.RecordBatch, partitions: np.ndarray, offsets: np.ndarray, now_ms: int) -> pa.RecordBatch:
-    """Normalised input rows as rows of a data file (the topic's columns; no timestamp means ``now_ms``)."""
-    stamps = pc.multiply(batch.column(TIMESTAMP_MS).fill_null(now_ms), 1000).cast(pa.timestamp("us", tz="UTC"))
-    headers = batch.column(HEADERS)
-    if headers.null_count:  # no headers is stored as an empty list (as pyiceberg always wrote it)
-        headers = pa.LargeListArray.from_arrays(headers.offsets, headers.values, type=headers.type)
+    """Normalised input rows as rows of a data file (the topic's columns; no timestamp means ``now_ms``).
+    ``batch`` may lack the timestamp and headers columns (``carried``): they are then all null."""
+    count = batch.num_rows
+    names = batch.schema.names
+    if TIMESTAMP_MS in names:
+        stamps = pc.multiply(batch.column(TIMESTAMP_MS).fill_null(now_ms), 1000).cast(STAMP_TYPE)
+    else:
+        stamps = pa.array(np.full(count, now_ms * 1000, np.int64), STAMP_TYPE)
+    if HEADERS in names:
+        headers = batch.column(HEADERS)
+        if headers.null_count:  # no headers is stored as an empty list (as pyiceberg always wrote it)
+            headers = pa.LargeListArray.from_arrays(headers.offsets, headers.values, type=headers.type)
+    else:
+        headers = pa.LargeListArray.from_arrays(pa.array(np.zeros(count + 1, np.int64)), _NO_HEADERS,
+                                                type=HEADERS_TYPE)
     return pa.RecordBatch.from_arrays([
         pa.array(partitions, pa.int32()), pa.array(offsets, pa.int64()), stamps,
         batch.column(KEY), batch.column(VALUE), headers,
     ], schema=FILE_SCHEMA)
+
+
+def carried(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The columns of a normalised batch a data file takes from it: key and value, and the timestamp and
+    headers only where some row has one (``file_rows`` fills them otherwise), so gathering a partition's rows
+    copies no all-null column."""
+    names = [KEY, VALUE] + [n for n in (TIMESTAMP_MS, HEADERS) if batch.column(n).null_count < batch.num_rows]
+    return batch.select(names)
 
 
 class StagedFiles:
@@ -175,6 +215,7 @@ class StagedFiles:
         its previous one, so each file's rows stay in order; ``finish`` waits for all."""
         if batch.num_rows == 0:
             return
+        batch = carried(batch)
 
         def write(handle: _PartitionFile, partition: int, rows: np.ndarray) -> None:
             piece = batch.take(pa.array(rows)) if len(rows) < batch.num_rows else batch

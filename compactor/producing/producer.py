@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from compactor import failpoints
 from compactor.clock import resolve_now_ms
@@ -32,12 +33,13 @@ from compactor.producing.columns import KEY, PARTITION, Chunk, RowNumbers, norma
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
 from compactor.producing.files import StagedFiles
 from compactor.producing.placements import Placements, encode
-from compactor.producing.plan import BatchPlan, check_mirror
+from compactor.producing.plan import BatchPlan, Grouping, check_mirror
 from compactor.producing.replay import replay, start
 from compactor.producing.results import BatchSummary, ProduceResult
 from compactor.producing.validation import batch_sizes, validate
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
+from compactor.workers import ahead
 
 # In-memory input is already held by the caller: plan and write it in large chunks (fewer, larger row groups).
 IN_MEMORY_CHUNK_ROWS = 1 << 20
@@ -61,17 +63,24 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
     plan = BatchPlan(partitions, planned.rr_start)
     files = StagedFiles(planned.table, planned.base, now)
     started = time.monotonic()
+
+    def planned_chunk(chunk: Chunk) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray, Grouping]:
+        """Validate and plan one chunk (in the read-ahead thread, in input order: ``plan`` counts carry over)."""
+        batch, rows = chunk
+        sizes = batch_sizes(batch)
+        validate(batch, sizes, partitions, planned.settings.max_message_bytes, rows, keep_offsets=keep_offsets)
+        assigned = plan.assign(batch)
+        ranks, grouping = plan.rank(assigned, sizes)
+        if keep_offsets and replaying is None:
+            check_mirror(batch, assigned, ranks, planned.base, rows)
+        keyless = (batch.column(KEY).is_null().to_numpy(zero_copy_only=False)
+                   & batch.column(PARTITION).is_null().to_numpy(zero_copy_only=False))
+        return batch, encode(assigned, keyless), ranks, grouping
+
     try:
-        for batch, rows in chunks:
-            sizes = batch_sizes(batch)
-            validate(batch, sizes, partitions, planned.settings.max_message_bytes, rows, keep_offsets=keep_offsets)
-            assigned = plan.assign(batch)
-            ranks, grouping = plan.rank(assigned, sizes)
-            if keep_offsets and replaying is None:
-                check_mirror(batch, assigned, ranks, planned.base, rows)
-            keyless = (batch.column(KEY).is_null().to_numpy(zero_copy_only=False)
-                       & batch.column(PARTITION).is_null().to_numpy(zero_copy_only=False))
-            placements.append(encode(assigned, keyless), ranks)
+        # reading, validating and hashing chunk k+1 overlap the writes of chunk k's files
+        for batch, codes, ranks, grouping in ahead(chunks, planned_chunk):
+            placements.append(codes, ranks)
             if replaying is None:
                 files.add(batch, ranks, grouping)
             if on_chunk is not None:

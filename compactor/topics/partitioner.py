@@ -50,7 +50,6 @@ def partition_for_key(key: bytes, partitions: int) -> int:
 # --- the vectorised form: one numpy pass per 4-byte block position, no Python object per key -------------
 
 _M32 = np.uint32(_M)
-_BYTE_STEPS = np.arange(4, dtype=np.int64)
 
 
 def _binary_parts(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -68,43 +67,61 @@ def _binary_parts(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return offsets[:-1], lengths, data
 
 
+def _words(data: np.ndarray) -> np.ndarray:
+    """Every little-endian uint32 of ``data`` starting at each byte (an unaligned, overlapping view, no copy);
+    data shorter than 4 bytes is padded first."""
+    if len(data) < 4:
+        data = np.concatenate([data, np.zeros(4 - len(data), np.uint8)])
+    return np.ndarray(shape=(len(data) - 3,), dtype="<u4", buffer=data, offset=0, strides=(1,))
+
+
 def murmur2_array(keys: pa.Array) -> np.ndarray:
     """Kafka's murmur2 of every value of a binary Arrow array, as signed 32-bit integers (nulls hash as ``b""``).
 
-    Keys are processed block position by block position. Sorted by length descending, the keys that still have
-    a 4-byte block at position ``j`` form a prefix, so each step works on a slice rather than gathered indices.
+    Keys are processed block position by block position, each 4-byte block read with one gather from an
+    unaligned uint32 view of the data. Block positions every key has are whole-array operations; past the
+    shortest key, only the keys that still have a block at that position are gathered and updated.
     """
     if len(keys) == 0:
         return np.zeros(0, np.int32)
     starts, lengths, data = _binary_parts(keys)
+    words = _words(data)
+    last_word = len(words) - 1
     with np.errstate(over="ignore"):
         h = np.uint32(_SEED) ^ lengths.astype(np.uint32)
         blocks = lengths >> 2
-        order = np.argsort(-blocks, kind="stable")
-        sorted_starts, sorted_blocks = starts[order], blocks[order]
-        sorted_h = h[order]
-        # how many keys have more than j blocks, for every block position j
-        active = np.searchsorted(-sorted_blocks, -np.arange(int(sorted_blocks[0])), side="left")
-        for j, n in enumerate(active.tolist()):
-            # one gather of 4 consecutive bytes per key, read as a little-endian uint32
-            k = data[(sorted_starts[:n] + 4 * j)[:, None] + _BYTE_STEPS].view("<u4").ravel()
+        shortest, longest = int(blocks.min()), int(blocks.max())
+        for j in range(longest):
+            if j < shortest:
+                k = words[starts + 4 * j]
+                k *= _M32
+                k ^= k >> np.uint32(24)
+                k *= _M32
+                h *= _M32
+                h ^= k
+                continue
+            active = np.flatnonzero(blocks > j)
+            k = words[starts[active] + 4 * j]
             k *= _M32
             k ^= k >> np.uint32(24)
             k *= _M32
-            sorted_h[:n] = (sorted_h[:n] * _M32) ^ k
-        h[order] = sorted_h
-        tail = starts + (blocks << 2)
+            h[active] = (h[active] * _M32) ^ k
+        # the last 1-3 bytes: the low ``rest`` bytes of the word at the tail (read earlier, then shifted, where
+        # the word would run past the data's end)
         rest = lengths & 3
-        last = max(len(data) - 1, 0)
-        padded = data if len(data) else np.zeros(1, np.uint8)
-        for extra, shift in ((2, 16), (1, 8), (0, 0)):
-            byte = padded[np.minimum(tail + extra, last)].astype(np.uint32) << np.uint32(shift)
-            h ^= np.where(rest > extra, byte, np.uint32(0))
+        tail = starts + (blocks << 2)
+        at = np.minimum(tail, last_word)
+        word = words[np.maximum(at, 0)] >> ((tail - at).astype(np.uint32) << np.uint32(3))
+        word &= _TAIL_MASKS[rest]
+        h ^= word
         h = np.where(rest > 0, h * _M32, h)
         h ^= h >> np.uint32(13)
         h *= _M32
         h ^= h >> np.uint32(15)
     return h.view(np.int32)
+
+
+_TAIL_MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], np.uint32)
 
 
 def partitions_for_keys(keys: pa.Array, partitions: int) -> np.ndarray:
