@@ -1,7 +1,7 @@
 """A batch's commit, built here and only here: the conditional append, re-planned on a lost race.
 
 A batch is staged first (its data files written with offsets ``N_p + rank``: ``producing.files``, or
-``producing.spark_stage`` for a DataFrame), planned on one metadata version of the topic
+``producing.spark_files`` for a DataFrame), planned on one metadata version of the topic
 (``producing.replay.start``). Then, per attempt, against one metadata version ``V`` (the planned one first):
 
 1. if ``V`` is newer than the planned version and the batch carries an id, the id is looked up again in
