@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from compactor import failpoints
 from compactor.cursor import Cursor, load_compacted
 from compactor.lake import Lake
 from compactor.producing.producer import produce
@@ -12,6 +14,22 @@ from compactor.schema import DELETE_HORIZON
 from compactor.topics.records import ProducerRecord, Record
 from readers.reader import TopicReader, batch_to_records
 from tests.model import TopicModel
+
+
+@contextmanager
+def rival_commits_first(rival: Callable[[], object], times: int = 1) -> Iterator[None]:
+    """Within the block, each of the next ``times`` produce commits is preceded by ``rival()``, another produce
+    that commits first (its own commit passes the failpoint), so each of those commits loses its race."""
+    left = [times]
+
+    def before_commit() -> None:
+        if left[0] > 0:
+            left[0] -= 1
+            with failpoints.enabled({"produce-before-commit": lambda: None}):
+                rival()
+
+    with failpoints.enabled({"produce-before-commit": before_commit}):
+        yield
 
 
 def produce_both(lake: Lake, name: str, model: TopicModel, records: Sequence[ProducerRecord],

@@ -28,6 +28,7 @@ from compactor.topics.partitioner import (
 )
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
+from tests.helpers import rival_commits_first
 
 T0 = 1_800_000_000_000
 
@@ -181,17 +182,9 @@ def test_a_bad_row_in_a_later_chunk_names_its_row_and_discards_earlier_chunks(la
 def test_lost_race_rebases_every_partition(lake: Lake) -> None:
     topic = lake.create_topic("s.race", partitions=3)
     rival = lake.topic("s.race")
-    left = {"n": 1}
-
-    def rival_first() -> None:
-        if left["n"]:
-            left["n"] -= 1
-            with failpoints.enabled({"produce-before-commit": lambda: None}):
-                produce_arrow(rival.refresh(), pa.table({"key": [f"r{i}".encode() for i in range(30)],
-                                                         "value": [b"rival"] * 30}))
-
+    rival_rows = pa.table({"key": [f"r{i}".encode() for i in range(30)], "value": [b"rival"] * 30})
     mine = pa.table({"key": [f"m{i % 50}".encode() for i in range(3000)], "value": [b"mine"] * 3000})
-    with failpoints.enabled({"produce-before-commit": rival_first}):
+    with rival_commits_first(lambda: produce_arrow(rival.refresh(), rival_rows)):
         result = produce_arrow(topic, mine)
     assert result.attempts == 2
     stored = rows(topic)

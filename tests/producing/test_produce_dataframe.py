@@ -13,7 +13,6 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from compactor import failpoints
 from compactor.errors import InvalidRecordError
 from compactor.lake import Lake
 from compactor.producing.dataframe import produce_dataframe
@@ -22,6 +21,7 @@ from compactor.producing.spark_columns import headers_type, murmur2_partition
 from compactor.retention.run import run_retention
 from compactor.topics.partitioner import partition_for_key, partitions_for_keys
 from readers.spark import read_topic_dataframe
+from tests.helpers import rival_commits_first
 
 pytestmark = pytest.mark.spark
 
@@ -118,16 +118,9 @@ def test_a_bad_row_fails_the_dataframe_batch(spark: SparkSession, lake: Lake, ro
 def test_dataframe_batch_ids_and_a_lost_race(spark: SparkSession, lake: Lake) -> None:
     lake.create_topic("d.race", partitions=2)
     rival = lake.topic("d.race")
-    left = {"n": 1}
-
-    def rival_first() -> None:
-        if left["n"]:
-            left["n"] -= 1
-            with failpoints.enabled({"produce-before-commit": lambda: None}):
-                produce_arrow(rival.refresh(), pa.table({"key": [b"r1", b"r2", b"r3"], "value": [b"r"] * 3}))
-
     df = spark.createDataFrame([(f"k{i}".encode(), b"d") for i in range(30)], "key binary, value binary")
-    with failpoints.enabled({"produce-before-commit": rival_first}):
+    with rival_commits_first(lambda: produce_arrow(rival.refresh(), pa.table({"key": [b"r1", b"r2", b"r3"],
+                                                                               "value": [b"r"] * 3}))):
         summary = produce_dataframe(lake, "d.race", df, batch_id="df-1", now_ms=10)
     assert summary.attempts == 2 and summary.records == 30
     stored = rows(lake, "d.race")

@@ -19,6 +19,7 @@ from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
 from readers.reader import TopicReader
+from tests.helpers import rival_commits_first
 
 
 def rows(topic: Topic) -> list[dict[str, Any]]:
@@ -115,15 +116,7 @@ def test_batch_id_makes_resending_idempotent(lake: Lake) -> None:
 def test_lost_race_replans_offsets_never_reuses_them(lake: Lake) -> None:
     topic = lake.create_topic("a.t")
     rival = lake.topic("a.t")
-    races = {"left": 2}
-
-    def rival_commits_first() -> None:
-        if races["left"] > 0:
-            races["left"] -= 1
-            with failpoints.enabled({"produce-before-commit": lambda: None}):
-                produce(rival.refresh(), [ProducerRecord(b"rival", b"r")])
-
-    with failpoints.enabled({"produce-before-commit": rival_commits_first}):
+    with rival_commits_first(lambda: produce(rival.refresh(), [ProducerRecord(b"rival", b"r")]), times=2):
         result = produce(topic, [ProducerRecord(b"me", b"m1"), ProducerRecord(b"me", b"m2")])
     assert result.attempts == 3
     assert result.offsets == [(0, 2), (0, 3)]
