@@ -34,7 +34,7 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
 from compactor.producing.spark_columns import task_position, topic_files
-from compactor.producing.spark_stage import STAGED_ROW_GROUP_BYTES, Counts
+from compactor.producing.spark_stage import Counts
 from compactor.topics.topic import Topic
 from compactor.workers import pool
 
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 # Spark's writer has no row limit per row group: keep them small enough for compaction to split files
-WRITE_OVERRIDES = {"write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES, "parquet.enable.dictionary": "false"}
+# Spark's writer has no row limit per row group: keep them small enough for compaction to split files
+WRITE_OVERRIDES = {"write.parquet.row-group-size-bytes": str(32 * 1024 * 1024), "parquet.enable.dictionary": "false"}
 
 
 class SparkFiles:

@@ -10,8 +10,6 @@ before its clean-up left one behind, which retention drops (``drop_stale_staging
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,18 +17,13 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from compactor import properties as props
-from compactor import schema as ts
 from compactor.config import LakeConfig
-from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.storage import delete_prefix, drop_stale_tables
-from compactor.lake import Lake
+from compactor.iceberg.storage import drop_stale_tables
 from compactor.topics.naming import TopicName
-from compactor.topics.topic import Topic
 
 ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
 STAGING_INFIX = "__producing_"
 STAGING_DIR = "_compactor_staging"  # under the warehouse: the staging tables' metadata (their data is the topic's)
-STAGED_ROW_GROUP_BYTES = str(32 * 1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -40,33 +33,6 @@ class Counts:
     cells: dict[tuple[int, int], int]
     sizes: np.ndarray
     counts: np.ndarray
-
-
-def create_staging(lake: Lake, topic: Topic, table: Table) -> tuple[str, str]:
-    """Create a staging table for ``topic`` as earlier versions did for each DataFrame batch (its data path is the
-    topic's): ``(identifier, location)``. Today only tests call it, to leave one behind as a dead producer did."""
-    name = f"{topic.name.topic}{STAGING_INFIX}{uuid.uuid4().hex[:12]}"
-    identifier = ".".join((*topic.name.namespace, name))
-    location = f"{lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}"
-    data_path = table.metadata.properties.get("write.data.path", f"{table.metadata.location.rstrip('/')}/data")
-    with translate_storage_errors(f"creating a staging table for {topic.name}"):
-        lake.catalog.create_table(identifier, schema=ts.TOPIC_SCHEMA, location=location,
-                                  partition_spec=ts.TOPIC_PARTITION_SPEC,
-                                  properties={**props.TOPIC_TABLE_PROPERTIES, "write.data.path": data_path,
-                                              # rows arrive sorted by partition: one open file a task
-                                              "write.spark.fanout.enabled": "false",
-                                              # Spark's writer has no row limit per row group: keep them small
-                                              # enough for compaction to split files
-                                              "write.parquet.row-group-size-bytes": STAGED_ROW_GROUP_BYTES})
-    return identifier, location
-
-
-def drop_staging_table(lake: Lake, identifier: str, location: str) -> None:
-    """Drop one staging table and delete its metadata (best effort: retention drops what is left behind)."""
-    with contextlib.suppress(Exception):
-        lake.catalog.drop_table(identifier)
-    with contextlib.suppress(Exception):
-        delete_prefix(lake.config, location)
 
 
 def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
@@ -91,7 +57,5 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
 __all__ = [
     "ROW_BITS",
     "Counts",
-    "create_staging",
-    "drop_staging_table",
     "drop_stale_staging",
 ]

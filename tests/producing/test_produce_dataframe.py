@@ -172,14 +172,20 @@ def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark
     """A producer of an earlier version (it wrote through a staging table) died after its commit and left its
     staging table, whose manifests list the topic's own files: retention drops the table once older than
     ``compaction.orphan-min-age-ms``, without touching the data. Today's producer creates no staging table."""
-    from compactor.producing.spark_stage import create_staging
+    from compactor import schema
+    from compactor.producing.spark_stage import STAGING_DIR, STAGING_INFIX
 
     lake.create_topic("d.dead", partitions=2, config={"cleanup.policy": "compact"})  # no time-based removal
     df = spark.createDataFrame([(f"k{i}".encode(), f"v{i}".encode()) for i in range(20)], "key binary, value binary")
     produce_dataframe(lake, "d.dead", df, now_ms=1000)
     assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
     topic = lake.topic("d.dead")
-    identifier, _ = create_staging(lake, topic, topic.table)  # what the earlier producer left behind
+    # what the earlier producer left behind: a table under the staging directory whose data path is the topic's
+    name = f"dead{STAGING_INFIX}0123456789ab"
+    identifier = f"d.{name}"
+    lake.catalog.create_table(identifier, schema=schema.TOPIC_SCHEMA, partition_spec=schema.TOPIC_PARTITION_SPEC,
+                              location=f"{lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}",
+                              properties={"write.data.path": f"{topic.table.metadata.location.rstrip('/')}/data"})
     transaction = lake.catalog.load_table(identifier).transaction()
     with transaction.update_snapshot().fast_append() as append:
         for task in topic.table.scan().plan_files():
