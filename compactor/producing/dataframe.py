@@ -14,14 +14,20 @@ evaluated twice (a narrow counting pass, then the write), so it must be determin
 from files, or ``cache()`` it; the written files are checked against the counts and a mismatch is an error
 with nothing committed.
 
-1. **Count** (one aggregation over narrow columns: the key's hash, the sizes, the checked fields; Spark reads
-   no other column): rows and bytes per (Spark partition, topic partition), and the first bad row of each kind
-   (partition out of range, oversized record, timestamp out of range, null header key). A bad row fails the
-   batch before anything is written, naming its Spark partition and position.
+1. **Count** (one aggregation): rows per (Spark partition, topic partition), and the first bad row of each
+   kind (partition out of range, timestamp out of range, null header key; and, if it reads the values, an
+   oversized record). A bad row fails the batch before anything is written, naming its Spark partition and
+   position. Where the DataFrame's rows land in the same Spark partitions whichever columns are read (a plan of
+   scans, projections and filters: ``producing.spark_plan``) the pass reads only the key and the checked
+   columns, not the values; otherwise it reads every column, as the write does.
 2. **Write** (``producing.spark_files``): each Spark task numbers its rows per topic partition as they stream by
    (no shuffle, no sort) and writes, per topic partition it holds, one file with a contiguous offset range
    straight into the topic's data directory, through Iceberg's own Parquet writer (compiled
-   ``compactor.udf.TopicFiles``: the topic's schema and field ids; no staging table, no Spark commit).
+   ``compactor.udf.TopicFiles``: the topic's schema and field ids; no staging table, no Spark commit). The
+   writer sums each file's record bytes and refuses an oversized record (naming its Spark partition and row;
+   the files written so far are deleted). If the files do not match a narrow count, the batch is counted again
+   reading every column and written again (a source whose partitioning follows the projection); a mismatch
+   after a full count is an error.
 3. **Commit** (driver, pyiceberg): the files, with statistics read from their footers, are appended to the topic
    in one conditional commit with the new ``N_p`` (``producing.commit``), exactly like every other append. On a
    lost race the write runs again with the new bases. Files of a failed run are never committed: they are
@@ -30,24 +36,29 @@ with nothing committed.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compactor.clock import resolve_now_ms
-from compactor.errors import InputError, InvalidRecordError
+from compactor.errors import InputError
 from compactor.lake import Lake
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
 from compactor.producing.replay import check_replay, start
 from compactor.producing.results import BatchSummary
 from compactor.producing.spark_columns import headers_type, murmur2_partition
-from compactor.producing.spark_files import SparkFiles
-from compactor.producing.spark_stage import ROW_BITS, Counts
+from compactor.producing.spark_files import CountMismatchError, SparkFiles
+from compactor.producing.spark_plan import placement_ignores_projection
+from compactor.producing.spark_stage import ROW_BITS, Counts, bad_row
 from compactor.topics.record_rules import HEADER, SIZE, problem_message, spark_problems, spark_record_bytes
+from compactor.topics.state import read_offsets
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
 
 
 def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
@@ -84,10 +95,12 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     return frame.withColumn("_size", spark_record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
 
 
-def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True) -> Counts:
+def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True,
+           values: bool = True) -> Counts:
     """The counting pass; raises ``InvalidRecordError`` for the first bad row (nothing is written). Without
     ``headers`` (the input has no such column) the header check, a higher-order function evaluated without
-    code generation, is skipped."""
+    code generation, is skipped; without ``values`` the pass does not read the values (nor check the record
+    size: the write does)."""
     from pyspark.sql import functions as F
 
     def first(condition: Any) -> Any:
@@ -95,8 +108,10 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
 
     checks = spark_problems(F.col("partition"), F.col("_size"), F.col("timestamp_ms"),
                             F.col("headers") if headers else None, partitions, max_message_bytes)
+    if not values:
+        del checks[SIZE]
     rows = (frame.groupBy("_pid", "_p")
-            .agg(F.count(F.lit(1)).alias("n"), F.sum("_size").alias("bytes"),
+            .agg(F.count(F.lit(1)).alias("n"),
                  *[first(c).alias(f"bad_{name}") for name, (c, _) in checks.items()],
                  *[F.max(F.when(c, v)).alias(f"value_{name}") for name, (c, v) in checks.items() if v is not None])
             .collect())
@@ -110,16 +125,21 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
                 problems.append((int(bad), f"a {message}" if name == SIZE else message))
     if problems:
         position, message = min(problems)
-        spark_partition, index = position >> ROW_BITS, position & ((1 << ROW_BITS) - 1)
-        raise InvalidRecordError(f"{message} (Spark partition {spark_partition}, row {index + 1} of that "
-                                 "partition); nothing was written")
+        raise bad_row(message, position >> ROW_BITS, (position & ((1 << ROW_BITS) - 1)) + 1)
     cells = {(int(r["_pid"]), int(r["_p"])): int(r["n"]) for r in rows}
     counts = np.zeros(partitions, np.int64)
-    sizes = np.zeros(partitions, np.int64)
     for row in rows:
         counts[int(row["_p"])] += int(row["n"])
-        sizes[int(row["_p"])] += int(row["bytes"] or 0)
-    return Counts(cells, sizes, counts)
+    return Counts(cells, counts, values)
+
+
+def _write(lake: Lake, target: Topic, frame: DataFrame, counted: Counts, rr_start: int, now: int,
+           max_message_bytes: int) -> SparkFiles:
+    """The batch's files, written for the topic's current ``N_p`` (a lost race rewrites them in the commit)."""
+    table = target.refresh().table
+    stage = SparkFiles(lake, target, frame, counted, rr_start, now, max_message_bytes)
+    stage.files_for(table, np.asarray(read_offsets(table.metadata.properties).next_offsets, np.int64))
+    return stage
 
 
 def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id: str | None = None,
@@ -130,14 +150,24 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
     planned = start(target, batch_id, now)
     partitions, replaying = planned.partitions, planned.replaying
     frame = _prepare(df, partitions, planned.rr_start)
-    counted = _count(frame, partitions, planned.settings.max_message_bytes, headers="headers" in df.columns)
+    max_bytes = planned.settings.max_message_bytes
+    headers = "headers" in df.columns
+    counted = _count(frame, partitions, max_bytes, headers=headers, values=not placement_ignores_projection(df))
     if int(counted.counts.sum()) == 0 or replaying is not None:
         if replaying is None:
             return BatchSummary.of(None, batch_id=batch_id)
         check_replay(replaying, counted.counts)
         return BatchSummary.of(replaying, True)
-    stage = SparkFiles(lake, target, frame, counted, planned.rr_start, now)
-    batch = BatchCommit(stage, counted.counts, counted.sizes, batch_id, now, "produce-dataframe")
+    try:
+        stage = _write(lake, target, frame, counted, planned.rr_start, now, max_bytes)
+    except CountMismatchError:
+        if counted.values:
+            raise
+        log.warning("the DataFrame's rows were placed differently when all its columns were read than when only "
+                    "its keys were counted; counting again with every column")
+        counted = _count(frame, partitions, max_bytes, headers=headers, values=True)
+        stage = _write(lake, target, frame, counted, planned.rr_start, now, max_bytes)
+    batch = BatchCommit(stage, counted.counts, stage.sizes, batch_id, now, "produce-dataframe")
     # Spark's write takes long: the commit starts from a fresh read of the topic
     entry, duplicate, attempts = commit_batch(target, batch, planned, max_attempts=max_attempts, refresh_first=True)
     if duplicate:

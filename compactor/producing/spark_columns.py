@@ -71,11 +71,13 @@ def task_position(topic_partition: Column) -> Column:
     return _apply(_compiled("taskPosition"), topic_partition)
 
 
-def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str]) -> list[str]:
-    """Write ``rows`` (the topic's columns, in schema order) into new data files of the Iceberg table ``table``
-    (as the session's catalog names it), one file per (Spark task, topic partition), through Iceberg's Parquet
-    writer (``compactor.udf.TopicFiles``); ``overrides`` replace table write properties. Commits nothing: returns
-    ``path\tpartition\trows\tbytes`` per file. ``batch`` goes into the file names."""
+def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str],
+                max_record_bytes: int) -> list[str]:
+    """Write ``rows`` (the topic's columns, in schema order, then each record's bytes) into new data files of
+    the Iceberg table ``table`` (as the session's catalog names it), one file per (Spark task, topic partition),
+    through Iceberg's Parquet writer (``compactor.udf.TopicFiles``); ``overrides`` replace table write
+    properties. A record over ``max_record_bytes`` fails the write (its files deleted). Commits nothing: returns
+    ``path\tpartition\trows\tbytes\trecord bytes`` per file. ``batch`` goes into the file names."""
     from pyspark import SparkContext
 
     writer = _functions("TopicFiles")  # the jar is on the classpath (else an error naming the set-up)
@@ -83,7 +85,7 @@ def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str,
     assert context is not None  # _functions checked it
     jvm: Any = context._jvm
     loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(rows.sparkSession._jsparkSession, table)
-    files = writer.write(rows._jdf, loaded, batch, dict(overrides))
+    files = writer.write(rows._jdf, loaded, batch, dict(overrides), max_record_bytes)
     return [str(line) for line in files]
 
 

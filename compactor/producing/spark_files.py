@@ -5,14 +5,17 @@ shuffle, no sort); a literal map of per-(Spark partition, topic partition) first
 the offset. The compiled ``compactor.udf.TopicFiles`` then writes, per topic partition a task holds, one Parquet
 file through Iceberg's own Parquet writer (the topic's schema and field ids, its write properties and metrics
 settings), routing each row by its partition column: no partition key and no writer lookup per row, as
-Iceberg's partitioned Spark writer needs, no staging table and no Spark commit. The driver gets one line per
-file (path, partition, rows, bytes), reads each file's footer for its statistics (per-file metadata only), checks
-the files against the counting pass and hands them to the topic's conditional commit (``producing.commit``),
-which rewrites them (by running the write again) if another producer moved ``N_p`` first.
+Iceberg's partitioned Spark writer needs, no staging table and no Spark commit. It also sums each file's record
+bytes (``record_rules.spark_record_bytes``, a column the writer does not store) and refuses a record over
+``max.message.bytes``. The driver gets one line per file (path, partition, rows, bytes, record bytes), reads
+each file's footer for its statistics (per-file metadata only), checks the files against the counting pass and
+hands them to the topic's conditional commit (``producing.commit``), which rewrites them (by running the write
+again) if another producer moved ``N_p`` first.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import TYPE_CHECKING
 
@@ -34,7 +37,8 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
 from compactor.producing.spark_columns import task_position, topic_files
-from compactor.producing.spark_stage import Counts
+from compactor.producing.spark_stage import Counts, bad_row
+from compactor.topics.record_rules import SIZE, problem_message
 from compactor.topics.topic import Topic
 from compactor.workers import pool
 
@@ -42,23 +46,33 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 # Spark's writer has no row limit per row group: keep them small enough for compaction to split files
-# Spark's writer has no row limit per row group: keep them small enough for compaction to split files
 WRITE_OVERRIDES = {"write.parquet.row-group-size-bytes": str(32 * 1024 * 1024), "parquet.enable.dictionary": "false"}
 
 
+# an oversized record's error from ``compactor.udf.TopicFiles``: its bytes, Spark partition and 1-based row
+_TOO_LARGE = re.compile(r"compactor\.udf\.TopicFiles\.TOO_LARGE\[(\d+) (\d+) (\d+)\]")
+
+
+class CountMismatchError(InputError):
+    """The written files do not match the counting pass: the DataFrame returned other rows, or placed them in
+    other Spark partitions, when written than when counted."""
+
+
 class SparkFiles:
-    """The ``Staged`` protocol over files Spark's tasks write into the topic (see the module docstring)."""
+    """The ``Staged`` protocol over files Spark's tasks write into the topic (see the module docstring).
+    ``sizes``: the record bytes per topic partition, known once the files are written."""
 
     def __init__(self, lake: Lake, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
-                 now_ms: int) -> None:
+                 now_ms: int, max_message_bytes: int) -> None:
         self.lake = lake
         self.topic = topic
         self.frame = frame
         self.cells = counted.cells
         self.counts = counted.counts
-        self.sizes = counted.sizes
+        self.sizes = np.zeros(len(counted.counts), np.int64)
         self.rr_start = rr_start
         self.now_ms = now_ms
+        self.max_message_bytes = max_message_bytes
         self._base: np.ndarray | None = None
         self._files: list[DataFile] = []
 
@@ -75,7 +89,8 @@ class SparkFiles:
         return self._files
 
     def rows(self, base: np.ndarray) -> DataFrame:
-        """The batch's rows as the topic's columns, with offsets from ``base`` (in each task's row order)."""
+        """The batch's rows as the topic's columns, with offsets from ``base`` (in each task's row order), then
+        each record's bytes (``_size``)."""
         from pyspark.sql import functions as F
 
         partitions = len(self.counts)
@@ -94,18 +109,31 @@ class SparkFiles:
         return numbered.select(
             F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
             F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
-            F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS))
+            F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS),
+            F.col("_size"))
 
     def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
-        lines = topic_files(self.rows(base), self._jvm_name(), uuid.uuid4().hex[:12], WRITE_OVERRIDES)
+        try:
+            lines = topic_files(self.rows(base), self._jvm_name(), uuid.uuid4().hex[:12], WRITE_OVERRIDES,
+                                self.max_message_bytes)
+        except Exception as exc:  # py4j's error: the writer deleted its files
+            found = _TOO_LARGE.search(str(exc))
+            if found is None:
+                raise
+            size, spark_partition, row = (int(g) for g in found.groups())
+            message = problem_message(SIZE, size, len(self.counts), self.max_message_bytes)
+            raise bad_row(f"a {message}", spark_partition, row) from None
         written = [_parse(line) for line in lines]
         try:
             with translate_storage_errors(f"reading the footers of {self.topic.name}'s new files"):
-                files = list(pool().map(lambda w: _data_file(table, *w), written))
+                files = list(pool().map(lambda w: _data_file(table, *w[:4]), written))
         except BaseException:
             delete_uncommitted(table.io, [w[0] for w in written])
             raise
         check_files(files, base, self.counts, table)
+        self.sizes = np.zeros(len(self.counts), np.int64)
+        for _, partition, _, _, record_bytes in written:
+            self.sizes[partition] += record_bytes
         return files
 
     def _jvm_name(self) -> str:
@@ -119,9 +147,9 @@ class SparkFiles:
         self._base = None
 
 
-def _parse(line: str) -> tuple[str, int, int, int]:
-    path, partition, rows, size = line.split("\t")
-    return path, int(partition), int(rows), int(size)
+def _parse(line: str) -> tuple[str, int, int, int, int]:
+    path, partition, rows, size, record_bytes = line.split("\t")
+    return path, int(partition), int(rows), int(size), int(record_bytes)
 
 
 def _data_file(table: Table, path: str, partition: int, rows: int, size: int) -> DataFile:
@@ -160,9 +188,9 @@ def check_files(files: list[DataFile], base: np.ndarray, counts: np.ndarray, tab
             expected = hi + 1
         if expected != int(base[p] + counts[p]) or sum(n for *_, n in by_partition.get(p, [])) != int(counts[p]):
             delete_uncommitted(table.io, [f.file_path for f in files])
-            raise InputError(
+            raise CountMismatchError(
                 "the DataFrame returned different rows when written than when counted (it is not "
                 "deterministic): sort it, read it from files or cache() it; nothing was written")
 
 
-__all__ = ["WRITE_OVERRIDES", "SparkFiles", "check_files"]
+__all__ = ["WRITE_OVERRIDES", "CountMismatchError", "SparkFiles", "check_files"]

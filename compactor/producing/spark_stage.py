@@ -1,5 +1,5 @@
-"""What the DataFrame producer shares (``Counts``, ``ROW_BITS``), and the staging tables of earlier
-versions.
+"""What the DataFrame producer shares (``Counts``, ``ROW_BITS``, ``bad_row``), and the staging tables of
+earlier versions.
 
 The producer once had Spark write a batch's files into a private staging table whose data path was the topic's
 data directory, then registered them in the topic's commit and dropped the table. It now writes the files
@@ -18,6 +18,7 @@ from pyiceberg.table import Table
 
 from compactor import properties as props
 from compactor.config import LakeConfig
+from compactor.errors import InvalidRecordError
 from compactor.iceberg.storage import drop_stale_tables
 from compactor.topics.naming import TopicName
 
@@ -28,11 +29,18 @@ STAGING_DIR = "_compactor_staging"  # under the warehouse: the staging tables' m
 
 @dataclass(frozen=True)
 class Counts:
-    """Rows and bytes per (Spark partition, topic partition), from the counting pass."""
+    """Rows per (Spark partition, topic partition) and per topic partition, from the counting pass; ``values``:
+    whether the pass read every column (else only those the placement and the checks need)."""
 
     cells: dict[tuple[int, int], int]
-    sizes: np.ndarray
     counts: np.ndarray
+    values: bool = True
+
+
+def bad_row(message: str, spark_partition: int, row: int) -> InvalidRecordError:
+    """The error for a bad input row, named by its Spark partition and its 1-based row within it."""
+    return InvalidRecordError(f"{message} (Spark partition {spark_partition}, row {row} of that partition); "
+                              "nothing was written")
 
 
 def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
@@ -57,5 +65,6 @@ def drop_stale_staging(catalog: Catalog, config: LakeConfig, name: TopicName, no
 __all__ = [
     "ROW_BITS",
     "Counts",
+    "bad_row",
     "drop_stale_staging",
 ]

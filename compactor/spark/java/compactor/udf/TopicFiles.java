@@ -3,6 +3,7 @@ package compactor.udf;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -26,6 +27,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.CollectionAccumulator;
 
 /**
  * A topic's data files written straight from Spark's rows: each task writes, per topic partition it holds, one
@@ -35,41 +37,77 @@ import org.apache.spark.sql.types.StructType;
  * <p>Iceberg's partitioned Spark writer computes a partition key and looks up a writer for every row; here the
  * topic partition is the row's first column, an int, and routes the row to one of the task's open files. The
  * rows of one topic partition arrive in offset order within a task (the DataFrame producer numbers them as they
- * stream by), so each file holds one partition and a contiguous offset range. Nothing is committed here: files
- * of a failed or speculative attempt are never registered and are left to orphan cleanup.
+ * stream by), so each file holds one partition and a contiguous offset range.
+ *
+ * <p>The seventh column is each record's size (key, value and headers, as the producer counts them): the file's
+ * line reports their sum, and a record over {@code maxRecordBytes} fails the write with {@link #TOO_LARGE} in its
+ * message (its size, Spark partition and row), so the producer's counting pass need not read the values.
+ *
+ * <p>Nothing is committed here. A failed task deletes the files it opened; when the job fails, the files of its
+ * finished tasks (gathered in an accumulator) are deleted before the error is rethrown. Files of a speculative
+ * attempt, or of a driver that died, are never registered and are left to orphan cleanup.
  */
 public final class TopicFiles {
     private TopicFiles() {
     }
 
+    /** The marker of an oversized record's error: {@code TOO_LARGE[bytes spark-partition row]}. */
+    public static final String TOO_LARGE = "compactor.udf.TopicFiles.TOO_LARGE";
+
     /**
      * Write {@code frame} (the topic's columns in schema order: partition int, offset, timestamp, key, value,
-     * headers) into new data files of {@code table}; returns {@code path \t partition \t rows \t bytes} per file.
-     * {@code properties} override the table's write properties (for example the row-group size).
+     * headers; then each record's size, a long) into new data files of {@code table}; returns
+     * {@code path \t partition \t rows \t bytes \t record bytes} per file. {@code properties} override the
+     * table's write properties (for example the row-group size); {@code maxRecordBytes} is the largest record
+     * allowed.
      */
     public static List<String> write(final Dataset<Row> frame, final Table table, final String batch,
-                                     final Map<String, String> properties) {
+                                     final Map<String, String> properties, final long maxRecordBytes) {
         final JavaSparkContext context = JavaSparkContext.fromSparkContext(frame.sparkSession().sparkContext());
         final Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
-        final StructType sparkType = frame.schema();
+        final StructType full = frame.schema();
+        final StructType sparkType = new StructType(Arrays.copyOf(full.fields(), full.fields().length - 1));
         final Map<String, String> overrides = new HashMap<>(properties);
-        return frame.queryExecution().toRdd().toJavaRDD()
-                .mapPartitions((Iterator<InternalRow> rows) -> writeTask(rows, shared.value(), sparkType, batch,
-                        overrides).iterator())
-                .collect();
+        final CollectionAccumulator<String> finished = context.sc().collectionAccumulator("compactor topic files");
+        try {
+            return frame.queryExecution().toRdd().toJavaRDD()
+                    .mapPartitions((Iterator<InternalRow> rows) -> writeTask(rows, shared.value(), sparkType, batch,
+                            overrides, maxRecordBytes, finished).iterator())
+                    .collect();
+        } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
+            for (final String path : finished.value()) {
+                try {
+                    table.io().deleteFile(path);
+                } catch (RuntimeException ignored) {
+                    // left to orphan cleanup; the write's own error is the one to report
+                }
+            }
+            throw e;
+        }
     }
 
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
                                           final StructType sparkType, final String batch,
-                                          final Map<String, String> overrides) {
+                                          final Map<String, String> overrides, final long maxRecordBytes,
+                                          final CollectionAccumulator<String> finished) {
         final TaskContext task = TaskContext.get();
-        final String prefix = String.format("%05d-%d-%s", task == null ? 0 : task.partitionId(),
-                task == null ? 0 : task.taskAttemptId(), batch);
+        final int sparkPartition = task == null ? 0 : task.partitionId();
+        final String prefix = String.format("%05d-%d-%s", sparkPartition, task == null ? 0 : task.taskAttemptId(),
+                batch);
+        final int sizeColumn = sparkType.fields().length;
         final Map<Integer, Open> open = new HashMap<>();
         final List<String> out = new ArrayList<>();
+        boolean done = false;
+        long seen = 0;
         try {
             while (rows.hasNext()) {
                 final InternalRow row = rows.next();
+                seen++;
+                final long size = row.getLong(sizeColumn);
+                if (size > maxRecordBytes) {
+                    throw new IllegalArgumentException(TOO_LARGE + "[" + size + " " + sparkPartition + " " + seen
+                            + "]");
+                }
                 final int partition = row.getInt(0);
                 Open file = open.get(partition);
                 if (file == null) {
@@ -78,20 +116,36 @@ public final class TopicFiles {
                 }
                 file.appender.add(row);
                 file.rows++;
+                file.recordBytes += size;
+            }
+            if (task != null) {
+                task.killTaskIfInterrupted();  // the job failed meanwhile: this task's files go too
             }
             for (final Open file : open.values()) {
                 file.appender.close();
-                out.add(file.path + "\t" + file.partition + "\t" + file.rows + "\t" + file.appender.length());
+                out.add(file.path + "\t" + file.partition + "\t" + file.rows + "\t" + file.appender.length() + "\t"
+                        + file.recordBytes);
             }
+            for (final Open file : open.values()) {
+                finished.add(file.path);
+            }
+            done = true;
             return out;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } finally {
-            for (final Open file : open.values()) {
-                try {
-                    file.appender.close();  // a no-op once closed
-                } catch (IOException | RuntimeException ignored) {
-                    // the task fails with its first error; these files are never registered
+            if (!done) {
+                for (final Open file : open.values()) {
+                    try {
+                        file.appender.close();  // a no-op once closed
+                    } catch (IOException | RuntimeException ignored) {
+                        // the task fails with its first error
+                    }
+                    try {
+                        table.io().deleteFile(file.path);
+                    } catch (RuntimeException ignored) {
+                        // never registered: left to orphan cleanup
+                    }
                 }
             }
         }
@@ -103,6 +157,7 @@ public final class TopicFiles {
         private final int partition;
         private final FileAppender<InternalRow> appender;
         private long rows;
+        private long recordBytes;
 
         Open(final Table table, final StructType sparkType, final String prefix, final int partition,
              final Map<String, String> overrides) throws IOException {
