@@ -10,7 +10,8 @@ Pieces go to Spark's ``noop`` sink (everything computed, nothing written) unless
   murmur2        the scan plus Kafka's murmur2 partition column only (the compiled function)
   prepare        the producer's typed columns, positions, topic partitions and record sizes
   prepare+number the same plus each row's offset number within its task (the write's numbering, no sort)
-  count pass     the producer's counting pass (an aggregation collected on the driver)
+  count pass     the producer's counting pass (an aggregation collected on the driver): reading the keys only
+                 (what a file scan gets) and reading every column (what other plans get)
   plain append   ``writeTo(...).append()`` of the input to a plain (key, value) Iceberg table
   product        ``produce_dataframe`` into a fresh 4-partition topic
 
@@ -98,15 +99,18 @@ def run_size(lake: Lake, work: Path, records: int, keys: int, repeats: int) -> d
             product_windows.append((started, time.time()))
         return run
 
-    def count_pass() -> None:
-        _count(_prepare(df, 4, 0), 4, 1 << 20, headers=False)
+    def count_pass(values: bool) -> Callable[[], None]:
+        def run() -> None:
+            _count(_prepare(df, 4, 0), 4, 1 << 20, headers=False, values=values)
+        return run
 
     pieces: dict[str, Callable[[], Callable[[], None]]] = {
         "scan": lambda: noop(df.select("key", "value")),
         "murmur2": lambda: noop(df.withColumn("_p", murmur2_partition(F.col("key"), 4))),
         "prepare": lambda: noop(_prepare(df, 4, 0)),
         "prepare+number": lambda: noop(_prepare(df, 4, 0).withColumn("_i", task_position(F.col("_p")))),
-        "count pass": lambda: count_pass,
+        "count pass (keys)": lambda: count_pass(False),
+        "count pass (all columns)": lambda: count_pass(True),
         "plain append": plain,
         "product": product,
     }
