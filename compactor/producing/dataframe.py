@@ -79,20 +79,23 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     stamps = F.col("timestamp_ms")
     if "timestamp_ms" in names and dict(df.dtypes)["timestamp_ms"].startswith("timestamp"):
         stamps = F.unix_millis(F.col("timestamp_ms"))
+    # two projections, not a chain of withColumn: each step is analysed on the driver
     frame = df.select(column("key", "binary").alias("key"), column("value", "binary").alias("value"),
                       column("partition", "bigint").alias("partition"),
                       (stamps.cast("bigint") if "timestamp_ms" in names else F.lit(None).cast("bigint"))
                       .alias("timestamp_ms"),
                       F.coalesce(column("headers", headers_type()), F.array().cast(headers_type()))
-                      .alias("headers"))
-    frame = frame.withColumn("_row", F.monotonically_increasing_id())
-    frame = frame.withColumn("_pid", F.shiftright(F.col("_row"), ROW_BITS).cast("int"))
-    frame = frame.withColumn("_hashed", murmur2_partition(F.col("key"), partitions))
+                      .alias("headers"),
+                      F.monotonically_increasing_id().alias("_row"))
+    pid = F.shiftright(F.col("_row"), ROW_BITS).cast("int")
     position = F.col("_row").bitwiseAND(F.lit((1 << ROW_BITS) - 1))
-    round_robin = ((position + F.col("_pid") + F.lit(rr_start)) % partitions).cast("int")
-    frame = frame.withColumn("_p", F.coalesce(F.col("partition").cast("int"), F.col("_hashed"), round_robin))
+    round_robin = ((position + pid + F.lit(rr_start)) % partitions).cast("int")
     headers = F.col("headers") if "headers" in names else None
-    return frame.withColumn("_size", spark_record_bytes(F.col("key"), F.col("value"), headers)).drop("_hashed")
+    return frame.select(
+        "*", pid.alias("_pid"),
+        F.coalesce(F.col("partition").cast("int"), murmur2_partition(F.col("key"), partitions), round_robin)
+        .alias("_p"),
+        spark_record_bytes(F.col("key"), F.col("value"), headers).alias("_size"))
 
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True,
