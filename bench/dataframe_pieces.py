@@ -9,7 +9,7 @@ Pieces go to Spark's ``noop`` sink (everything computed, nothing written) unless
   scan           the input's key and value
   murmur2        the scan plus Kafka's murmur2 partition column only (the compiled function)
   prepare        the producer's typed columns, positions, topic partitions and record sizes
-  prepare+number the same plus each row's offset number within its task (the write's numbering, no sort)
+  prepare+number the same plus each row's offset (the write's numbering in its task, no sort)
   count pass     the producer's counting pass (an aggregation collected on the driver): reading the keys only
                  (what a file scan gets) and reading every column (what other plans get)
   plain append   ``writeTo(...).append()`` of the input to a plain (key, value) Iceberg table
@@ -33,7 +33,7 @@ from typing import Any
 from bench.produce_bench import write_parquet
 from compactor.lake import Lake
 from compactor.producing.dataframe import _count, _prepare, produce_dataframe
-from compactor.producing.spark_columns import murmur2_partition, task_position
+from compactor.producing.spark_columns import murmur2_partition, task_offset
 from compactor.spark.session import get_or_create_session
 
 NOW_MS = 1_700_000_000_000
@@ -108,7 +108,8 @@ def run_size(lake: Lake, work: Path, records: int, keys: int, repeats: int) -> d
         "scan": lambda: noop(df.select("key", "value")),
         "murmur2": lambda: noop(df.withColumn("_p", murmur2_partition(F.col("key"), 4))),
         "prepare": lambda: noop(_prepare(df, 4, 0)),
-        "prepare+number": lambda: noop(_prepare(df, 4, 0).withColumn("_i", task_position(F.col("_p")))),
+        "prepare+number": lambda: noop(_prepare(df, 4, 0).withColumn(
+            "_i", task_offset(F.col("_pid"), F.col("_p"), {(pid, p): 0 for pid in range(1024) for p in range(4)}, 4))),
         "count pass (keys)": lambda: count_pass(False),
         "count pass (all columns)": lambda: count_pass(True),
         "plain append": plain,

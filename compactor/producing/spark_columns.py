@@ -1,4 +1,4 @@
-"""Kafka's partitioner and the producer's row positions as compiled Spark functions: JVM-only work on executors.
+"""Kafka's partitioner and the producer's row offsets as compiled Spark functions: JVM-only work on executors.
 
 Both are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
 ``compactor-udf.jar``, which every session puts on its classpath and ``spark-submit --jars`` ships to the
@@ -64,11 +64,17 @@ def murmur2_partition(key: Column, partitions: int) -> Column:
     return _apply(_compiled("murmur2Partition"), key, F.lit(partitions).cast("int"))
 
 
-def task_position(topic_partition: Column) -> Column:
-    """0, 1, 2, ... per value of ``topic_partition`` (an int column) within each Spark task, in the order the
-    task produces its rows (``compactor.udf.TaskPosition``). Non-deterministic, so Spark evaluates it exactly
-    once per row where it stands; a retried task starts again from 0."""
-    return _apply(_compiled("taskPosition"), topic_partition)
+def task_offset(spark_partition: Column, topic_partition: Column, starts: Mapping[tuple[int, int], int],
+                partitions: int) -> Column:
+    """Each row's offset: ``starts[(Spark partition, topic partition)]`` plus its position among that cell's rows
+    in its task, counted as the task produces them (``compactor.udf.TaskOffset``; no sort, an array index per
+    row). Non-deterministic, so Spark evaluates it exactly once per row where it stands; a retried task starts
+    again from 0. A row in a cell missing from ``starts`` gets a negative offset."""
+    import numpy as np
+
+    cells = sorted((pid * partitions + p, start) for (pid, p), start in starts.items())
+    packed = np.asarray(cells, ">i8").reshape(-1).tobytes()  # (cell, first offset) pairs, big-endian longs
+    return _apply(_functions().taskOffset(packed, partitions), spark_partition, topic_partition)
 
 
 def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str],
@@ -99,4 +105,4 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_position", "topic_files"]
+__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_offset", "topic_files"]

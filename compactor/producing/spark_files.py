@@ -1,16 +1,16 @@
 """The files of a DataFrame batch, written by Spark's tasks straight into the topic's data directory.
 
-Each Spark task numbers its rows per topic partition as they stream by (``spark_columns.task_position``: no
-shuffle, no sort); a literal map of per-(Spark partition, topic partition) first offsets turns the number into
-the offset. The compiled ``compactor.udf.TopicFiles`` then writes, per topic partition a task holds, one Parquet
-file through Iceberg's own Parquet writer (the topic's schema and field ids, its write properties and metrics
-settings), routing each row by its partition column: no partition key and no writer lookup per row, as
-Iceberg's partitioned Spark writer needs, no staging table and no Spark commit. It also sums each file's record
-bytes (``record_rules.spark_record_bytes``, a column the writer does not store) and refuses a record over
-``max.message.bytes``. The driver gets one line per file (path, partition, rows, bytes, record bytes), reads
-each file's footer for its statistics (per-file metadata only), checks the files against the counting pass and
-hands them to the topic's conditional commit (``producing.commit``), which rewrites them (by running the write
-again) if another producer moved ``N_p`` first.
+Each Spark task numbers its rows per topic partition as they stream by, from the first offsets of its (Spark
+partition, topic partition) cells (``spark_columns.task_offset``: no shuffle, no sort, an array index per row).
+The compiled ``compactor.udf.TopicFiles`` then writes, per topic partition a task holds, one Parquet file through
+Iceberg's own Parquet writer (the topic's schema and field ids, its write properties and metrics settings),
+routing each row by its partition column: no partition key and no writer lookup per row, as Iceberg's partitioned
+Spark writer needs, no staging table and no Spark commit. It also sums each file's record bytes
+(``record_rules.spark_record_bytes``, a column the writer does not store) and refuses a record over
+``max.message.bytes``. The driver gets one line per file (path, partition, rows, bytes, record bytes), reads each
+file's footer for its statistics (per-file metadata only), checks the files against the counting pass and hands
+them to the topic's conditional commit (``producing.commit``), which rewrites them (by running the write again) if
+another producer moved ``N_p`` first.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
-from compactor.producing.spark_columns import task_position, topic_files
+from compactor.producing.spark_columns import task_offset, topic_files
 from compactor.producing.spark_stage import Counts, bad_row
 from compactor.topics.record_rules import SIZE, problem_message
 from compactor.topics.topic import Topic
@@ -94,20 +94,14 @@ class SparkFiles:
         from pyspark.sql import functions as F
 
         partitions = len(self.counts)
-        starts = []  # (Spark partition * P + topic partition, the offset of that cell's first row)
+        starts: dict[tuple[int, int], int] = {}  # (Spark partition, topic partition) -> the cell's first offset
         before = np.zeros(partitions, np.int64)
         for pid, p in sorted(self.cells):
-            starts.append((pid * partitions + p, int(base[p] + before[p])))
+            starts[(pid, p)] = int(base[p] + before[p])
             before[p] += self.cells[(pid, p)]
-        # A literal map, not a join: a join makes Spark infer constraints through every projection of the
-        # prepared columns, which blows up its expression trees.
-        cells = F.create_map(*[F.lit(x) for cell, start in starts for x in (cell, start)])
-        offset_base = F.element_at(cells, F.col("_pid").cast("bigint") * partitions + F.col("_p"))
-        # the row's position among its task's rows of the same topic partition, counted as the rows stream by
-        # (compiled, non-deterministic: evaluated once per row), so no sort is needed to number them
-        numbered = self.frame.withColumn("_i", task_position(F.col("_p")))
-        return numbered.select(
-            F.col("_p").alias(ts.PARTITION), (offset_base + F.col("_i")).alias(ts.OFFSET),
+        return self.frame.select(
+            F.col("_p").alias(ts.PARTITION),
+            task_offset(F.col("_pid"), F.col("_p"), starts, partitions).alias(ts.OFFSET),
             F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
             F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS),
             F.col("_size"))

@@ -8,7 +8,7 @@ import org.apache.spark.sql.types.DataTypes;
 /**
  * The compiled functions as Spark {@code UserDefinedFunction}s, for callers (Python through Py4J) that cannot
  * pick the typed {@code functions.udf(UDF2, DataType)} overload themselves. Each carries its name, so query
- * plans (and Spark's event log) show {@code kafka_partition(...)} and {@code task_position(...)}.
+ * plans (and Spark's event log) show {@code kafka_partition(...)} and {@code task_offset(...)}.
  */
 public final class Functions {
     private Functions() {
@@ -19,9 +19,13 @@ public final class Functions {
         return functions.udf(new Murmur2Partition(), DataTypes.IntegerType).withName("kafka_partition");
     }
 
-    /** {@code task_position(topic_partition int) -> bigint}, non-deterministic: see {@link TaskPosition}. */
-    public static UserDefinedFunction taskPosition() {
-        return functions.udf(new TaskPosition(), DataTypes.LongType).asNondeterministic().withName("task_position");
+    /**
+     * {@code task_offset(spark_partition int, topic_partition int) -> bigint}, non-deterministic: see
+     * {@link TaskOffset} ({@code cells}: its packed first offsets).
+     */
+    public static UserDefinedFunction taskOffset(final byte[] cells, final int partitions) {
+        return functions.udf(new TaskOffset(cells, partitions), DataTypes.LongType).asNondeterministic()
+                .withName("task_offset");
     }
 
     /** Register {@code kafka_partition(key, partitions)} for Spark SQL in {@code session}. */
