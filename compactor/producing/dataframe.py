@@ -47,11 +47,11 @@ from compactor.lake import Lake
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
 from compactor.producing.replay import check_replay, start
 from compactor.producing.results import BatchSummary
-from compactor.producing.spark_columns import headers_type, murmur2_partition
+from compactor.producing.spark_columns import headers_type, murmur2_partition, topic_counts
 from compactor.producing.spark_files import CountMismatchError, SparkFiles
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.producing.spark_stage import ROW_BITS, Counts, bad_row
-from compactor.topics.record_rules import HEADER, SIZE, problem_message, spark_problems, spark_record_bytes
+from compactor.topics.record_rules import SIZE, problem_message, spark_problems, spark_record_bytes
 from compactor.topics.state import read_offsets
 from compactor.topics.topic import Topic
 
@@ -100,39 +100,44 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True,
            values: bool = True) -> Counts:
-    """The counting pass; raises ``InvalidRecordError`` for the first bad row (nothing is written). Without
-    ``headers`` (the input has no such column) the header check, a higher-order function evaluated without
-    code generation, is skipped; without ``values`` the pass does not read the values (nor check the record
-    size: the write does)."""
+    """The counting pass (compiled ``TopicCounts``: one stage, one line per task); raises ``InvalidRecordError``
+    for the first bad row (nothing is written). Without ``headers`` (the input has no such column) the header
+    check, a higher-order function evaluated without code generation, is skipped; without ``values`` the pass
+    does not read the values (nor check the record size: the write does)."""
     from pyspark.sql import functions as F
-
-    def first(condition: Any) -> Any:
-        return F.min(F.when(condition, F.col("_row")))
 
     checks = spark_problems(F.col("partition"), F.col("_size"), F.col("timestamp_ms"),
                             F.col("headers") if headers else None, partitions, max_message_bytes)
     if not values:
         del checks[SIZE]
-    rows = (frame.groupBy("_pid", "_p")
-            .agg(F.count(F.lit(1)).alias("n"),
-                 *[first(c).alias(f"bad_{name}") for name, (c, _) in checks.items()],
-                 *[F.max(F.when(c, v)).alias(f"value_{name}") for name, (c, v) in checks.items() if v is not None])
-            .collect())
-    problems: list[tuple[int, str]] = []
-    for row in rows:
-        for name in checks:
-            bad = row[f"bad_{name}"]
-            if bad is not None:
-                value = row[f"value_{name}"] if name != HEADER else None
-                message = problem_message(name, value, partitions, max_message_bytes)
-                problems.append((int(bad), f"a {message}" if name == SIZE else message))
-    if problems:
-        position, message = min(problems)
-        raise bad_row(message, position >> ROW_BITS, (position & ((1 << ROW_BITS) - 1)) + 1)
-    cells = {(int(r["_pid"]), int(r["_p"])): int(r["n"]) for r in rows}
+    kinds = list(checks)
+    problem, value = F.lit(0), F.lit(None).cast("bigint")
+    for code, name in reversed(list(enumerate(kinds, 1))):  # the first kind listed wins on a row with several
+        condition, offending = checks[name]
+        problem = F.when(condition, F.lit(code)).otherwise(problem)
+        if offending is not None:
+            value = F.when(condition, offending.cast("bigint")).otherwise(value)
+    lines = topic_counts(frame.select(F.col("_pid"), F.col("_p"), problem.alias("_problem"),
+                                      value.alias("_value")), partitions)
+    cells: dict[tuple[int, int], int] = {}
     counts = np.zeros(partitions, np.int64)
-    for row in rows:
-        counts[int(row["_p"])] += int(row["n"])
+    problems: list[tuple[int, int, str]] = []
+    for line in lines:
+        pid_text, counted, bad = line.split("\t")
+        pid = int(pid_text)
+        for p, n in enumerate(int(x) for x in counted.split(",")):
+            if n:
+                cells[(pid, p)] = n
+                counts[p] += n
+        for entry in filter(None, bad.split(";")):
+            kind_text, row_text, offending_text = entry.split(":")
+            name = kinds[int(kind_text) - 1]
+            message = problem_message(name, int(offending_text) if offending_text else None, partitions,
+                                      max_message_bytes)
+            problems.append((pid, int(row_text), f"a {message}" if name == SIZE else message))
+    if problems:
+        first = min(problems)
+        raise bad_row(first[2], first[0], first[1])
     return Counts(cells, counts, values)
 
 

@@ -1,4 +1,5 @@
-"""Kafka's partitioner and the producer's row offsets as compiled Spark functions: JVM-only work on executors.
+"""Kafka's partitioner, the producer's counting pass, row offsets and file writer as compiled Spark functions:
+JVM-only work on executors.
 
 Both are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
 ``compactor-udf.jar``, which every session puts on its classpath and ``spark-submit --jars`` ships to the
@@ -95,6 +96,14 @@ def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str,
     return [str(line) for line in files]
 
 
+def topic_counts(rows: DataFrame, partitions: int) -> list[str]:
+    """The counting pass over ``rows`` (Spark partition, topic partition, problem kind, problem value), one stage
+    and one line per task (``compactor.udf.TopicCounts``): ``spark partition\tcounts per topic partition\t
+    kind:row:value;...`` for the first bad row of each kind."""
+    counter = _functions("TopicCounts")
+    return [str(line) for line in counter.count(rows._jdf, partitions)]
+
+
 def register_functions(session: SparkSession) -> None:
     """Register ``kafka_partition(key binary, partitions int)`` for Spark SQL in ``session`` (the same compiled
     function: ``SELECT kafka_partition(key, 4) FROM ...``)."""
@@ -105,4 +114,5 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_offset", "topic_files"]
+__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_offset", "topic_counts",
+           "topic_files"]
