@@ -70,6 +70,7 @@ class Lake:
         if self._spark is None:
             from compactor.spark.session import get_or_create_session
 
+            self.catalog  # noqa: B018 - the catalog (and a local warehouse directory) exists before Spark's opens it
             self._spark = get_or_create_session(self.config)
         return self._spark
 

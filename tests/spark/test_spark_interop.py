@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -45,3 +47,14 @@ def test_spark_sees_pyiceberg_commits_without_restart(spark: SparkSession, lake:
     assert spark.sql(f"SELECT count(*) AS n FROM {name}.x.live").first().n == 0  # type: ignore[union-attr]
     produce(topic, [ProducerRecord(b"k", b"v")] * 3)
     assert spark.sql(f"SELECT count(*) AS n FROM {name}.x.live").first().n == 3  # type: ignore[union-attr]
+
+
+def test_spark_first_on_a_warehouse_that_does_not_exist_yet(spark_session: SparkSession, tmp_path: Path) -> None:
+    """``Lake(warehouse=new).spark()`` before any pyiceberg use: the warehouse and its catalog are created
+    first, so Spark's catalog opens (it once failed: SQLite cannot create a file in a missing directory)."""
+    from tests.conftest import new_lake_config
+
+    lake = Lake(new_lake_config(tmp_path / "not" / "yet"))
+    session = lake.spark()
+    session.sql(f"CREATE NAMESPACE `{lake.config.catalog_name}`.fresh")
+    assert lake.catalog.list_namespaces() == [("fresh",)]
