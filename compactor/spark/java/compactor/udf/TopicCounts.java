@@ -26,9 +26,10 @@ public final class TopicCounts {
      * the 1-based row within the Spark partition of the first bad row of that kind, and value is empty when null.
      */
     public static List<String> count(final Dataset<Row> frame, final int partitions) {
-        return frame.queryExecution().toRdd().toJavaRDD()
-                .mapPartitions((Iterator<InternalRow> rows) -> countTask(rows, partitions).iterator())
-                .collect();
+        return Executions.run(frame, "compactor: the DataFrame producer's counting pass",
+                () -> frame.queryExecution().toRdd().toJavaRDD()
+                        .mapPartitions((Iterator<InternalRow> rows) -> countTask(rows, partitions).iterator())
+                        .collect());
     }
 
     private static List<String> countTask(final Iterator<InternalRow> rows, final int partitions) {

@@ -70,10 +70,11 @@ public final class TopicFiles {
         final Map<String, String> overrides = new HashMap<>(properties);
         final CollectionAccumulator<String> finished = context.sc().collectionAccumulator("compactor topic files");
         try {
-            return frame.queryExecution().toRdd().toJavaRDD()
-                    .mapPartitions((Iterator<InternalRow> rows) -> writeTask(rows, shared.value(), sparkType, batch,
-                            overrides, maxRecordBytes, finished).iterator())
-                    .collect();
+            return Executions.run(frame, "compactor: the DataFrame producer's files",
+                    () -> frame.queryExecution().toRdd().toJavaRDD()
+                            .mapPartitions((Iterator<InternalRow> rows) -> writeTask(rows, shared.value(), sparkType,
+                                    batch, overrides, maxRecordBytes, finished).iterator())
+                            .collect());
         } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
             for (final String path : finished.value()) {
                 try {
