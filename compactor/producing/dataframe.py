@@ -17,9 +17,10 @@ with nothing committed.
 1. **Count** (one stage, compiled ``compactor.udf.TopicCounts``, one line per task to the driver): rows per
    (Spark partition, topic partition), and the first bad row of each kind (partition out of range, timestamp
    out of range, null header key; and, if it reads the values, an oversized record). A bad row fails the batch
-   before anything is written, naming its Spark partition and position. Where the DataFrame's rows land in the same Spark partitions whichever columns are read (a plan of
-   scans, projections and filters: ``producing.spark_plan``) the pass reads only the key and the checked
-   columns, not the values; otherwise it reads every column, as the write does.
+   before anything is written, naming its Spark partition and position. Where the DataFrame's rows land in the
+   same Spark partitions whichever columns are read (a plan of scans, projections and filters:
+   ``producing.spark_plan``) the pass reads only the key and the checked columns, not the values; otherwise it
+   reads every column, as the write does.
 2. **Write** (``producing.spark_files``): each Spark task numbers its rows per topic partition as they stream by
    (no shuffle, no sort) and writes, per topic partition it holds, one file with a contiguous offset range
    straight into the topic's data directory, through Iceberg's own Parquet writer (compiled
