@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -149,19 +150,23 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/dataframe_pieces.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dataframe-pieces-"))
-    events = work / "events"
-    events.mkdir()
     lake = Lake(warehouse=str(work / "warehouse"))
-    lake.attach_spark(get_or_create_session(lake.config, extra={
-        "spark.driver.memory": args.driver_memory, "spark.ui.enabled": "false",
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri()}))
-    lake.catalog.create_namespace_if_not_exists("bench")
-    results: dict[str, Any] = {}
-    for records in args.records:
-        results[str(records)] = run_size(lake, work, records, args.keys, args.repeats)
-    lake.spark().sparkContext._jvm.System.gc()  # type: ignore[union-attr]
-    for figures in results.values():
-        figures["product_stages"] = stage_times(events, figures.pop("product_windows"))
+    try:
+        events = work / "events"
+        events.mkdir()
+        lake.attach_spark(get_or_create_session(lake.config, extra={
+            "spark.driver.memory": args.driver_memory, "spark.ui.enabled": "false",
+            "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri()}))
+        lake.catalog.create_namespace_if_not_exists("bench")
+        results: dict[str, Any] = {}
+        for records in args.records:
+            results[str(records)] = run_size(lake, work, records, args.keys, args.repeats)
+        lake.spark().sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+        for figures in results.values():
+            figures["product_stages"] = stage_times(events, figures.pop("product_windows"))
+    finally:
+        lake.spark().stop()  # before its event log's directory goes
+        shutil.rmtree(work, ignore_errors=True)  # its inputs and tables: gigabytes at 10M rows
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))

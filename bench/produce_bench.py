@@ -253,6 +253,9 @@ class Bench:
             else:
                 df.writeTo(plain).append()
             timings[which] = time.perf_counter() - started
+        # untimed: drop both (a 10M-row pair is about 3 GB on disk; a run makes a dozen)
+        self.lake.delete_topic(name)
+        spark.sql(f"DROP TABLE {plain} PURGE")
         return timings["product"], timings["plain"]
 
     # --- the run -----------------------------------------------------------------------------------------------
