@@ -1,11 +1,12 @@
 """Kafka's partitioner, the producer's counting pass, row offsets and file writer as compiled Spark functions:
 JVM-only work on executors.
 
-Both are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
+All are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
 ``compactor-udf.jar``, which every session puts on its classpath and ``spark-submit --jars`` ships to the
-executors (``compactor.spark.jars``). They run as Spark's ``ScalaUDF`` over the column's own values: the key's
-bytes reach Kafka's murmur2 as they are (no decoding to a string, no reflection per row). No Python runs on
-the executors. A session without the jar is an error naming the set-up step, never a slower fallback.
+executors (``compactor.spark.jars``). The partitioner and the offsets run as Spark's ``ScalaUDF`` over the
+columns' own values (the key's bytes reach Kafka's murmur2 as they are: no decoding to a string, no reflection
+per row); the counting pass and the writer run over a query's rows, each as a SQL execution of its own. No
+Python runs on the executors. A session without the jar is an error naming the set-up step, never a slower fallback.
 """
 
 from __future__ import annotations
