@@ -1,4 +1,4 @@
-"""Helpers shared by the compaction, reader and retention tests."""
+"""Helpers shared by the producing, compaction, reader and retention tests."""
 
 from __future__ import annotations
 
@@ -12,8 +12,16 @@ from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.schema import DELETE_HORIZON
 from compactor.topics.records import ProducerRecord, Record
+from compactor.topics.topic import Topic
 from readers.reader import TopicReader, batch_to_records
 from tests.model import TopicModel
+
+
+def topic_rows(topic: Topic) -> list[dict[str, Any]]:
+    """Every raw row of ``topic`` as committed now (re-read), as Python dicts in (partition, offset) order."""
+    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
+    out: list[dict[str, Any]] = table.to_pylist()
+    return out
 
 
 @contextmanager

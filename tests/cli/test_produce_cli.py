@@ -27,7 +27,7 @@ from compactor.producing import jsonl
 from compactor.producing.producer import produce
 from compactor.retention.expiry import remove_orphans
 from compactor.topics.records import parse_lines
-from compactor.topics.topic import Topic
+from tests.helpers import topic_rows as rows
 
 T0 = 1_800_000_000_000
 
@@ -44,12 +44,6 @@ def run(capsys: pytest.CaptureFixture[str], lake: Lake, *args: str) -> tuple[int
     code = main(["--warehouse", lake.config.warehouse, *args])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def rows(topic: Topic) -> list[dict[str, Any]]:
-    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    out: list[dict[str, Any]] = table.to_pylist()
-    return out
 
 
 def mixed_lines(count: int) -> list[str]:

@@ -4,7 +4,6 @@ metadata around it: pruned snapshot entries, merged manifests, and readers that 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -18,19 +17,13 @@ from compactor.producing.producer import produce, produce_arrow
 from compactor.retention.expiry import remove_orphans
 from compactor.retention.run import run_retention
 from compactor.topics.records import ProducerRecord
-from compactor.topics.topic import Topic
 from readers.reader import TopicReader
+from tests.helpers import topic_rows as rows
 
 T0 = 1_800_000_000_000
 DAY = 86_400_000
 WINDOW = 16  # a small raw snapshot window (raw.snapshot.window.count) keeps these tests short
 SMALL_WINDOW = {"raw.snapshot.window.count": str(WINDOW)}
-
-
-def rows(topic: Topic) -> list[dict[str, Any]]:
-    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    out: list[dict[str, Any]] = table.to_pylist()
-    return out
 
 
 def one(i: int, stamp: int) -> pa.Table:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import Any
 
 import pytest
 
@@ -14,15 +13,9 @@ from compactor.errors import InputError, InvalidRecordError, OutcomeUnknownError
 from compactor.lake import Lake
 from compactor.producing.buffered import Producer, RecordMetadata
 from compactor.topics.partitioner import partition_for_key
-from compactor.topics.topic import Topic
+from tests.helpers import topic_rows as rows
 
 T0 = 1_800_000_000_000
-
-
-def rows(topic: Topic) -> list[dict[str, Any]]:
-    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    out: list[dict[str, Any]] = table.to_pylist()
-    return out
 
 
 def test_sends_from_many_threads_group_into_few_commits(lake: Lake) -> None:

@@ -20,6 +20,7 @@ from compactor.producing.dataframe import produce_dataframe
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.state import read_offsets
+from tests.helpers import topic_rows
 
 pytestmark = pytest.mark.spark
 
@@ -80,8 +81,7 @@ def test_a_narrow_count_writes_the_batch_with_dense_offsets_and_its_bytes(spark:
     lake.create_topic("c.narrow", partitions=3)
     summary = produce_dataframe(lake, "c.narrow", df, now_ms=1000)
     assert passes == [False] and summary.records == len(rows)
-    stored = lake.topic("c.narrow").table.scan().to_arrow().sort_by([("partition", "ascending"),
-                                                                     ("offset", "ascending")]).to_pylist()
+    stored = topic_rows(lake.topic("c.narrow"))
     order = [(r["key"], r["value"]) for r in df.collect()]
     for p in range(3):
         in_p = [r for r in stored if r["partition"] == p]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import threading
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,14 +28,9 @@ from compactor.topics.partitioner import (
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
 from tests.helpers import rival_commits_first
+from tests.helpers import topic_rows as rows
 
 T0 = 1_800_000_000_000
-
-
-def rows(topic: Topic) -> list[dict[str, Any]]:
-    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    out: list[dict[str, Any]] = table.to_pylist()
-    return out
 
 
 def data_files(topic: Topic) -> list[Path]:

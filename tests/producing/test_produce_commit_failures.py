@@ -12,11 +12,11 @@ from compactor.errors import StorageUnavailableError
 from compactor.lake import Lake
 from compactor.producing.producer import produce_arrow
 from compactor.topics.topic import Topic
+from tests.helpers import topic_rows
 
 
 def values(topic: Topic) -> list[bytes]:
-    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    return [bytes(v) for v in table.column("value").to_pylist()]
+    return [bytes(r["value"]) for r in topic_rows(topic)]
 
 
 def batch(n: int) -> pa.Table:

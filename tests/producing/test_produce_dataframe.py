@@ -21,15 +21,13 @@ from compactor.producing.spark_columns import headers_type, murmur2_partition
 from compactor.retention.run import run_retention
 from compactor.topics.partitioner import partition_for_key, partitions_for_keys
 from readers.spark import read_topic_dataframe
-from tests.helpers import rival_commits_first
+from tests.helpers import rival_commits_first, topic_rows
 
 pytestmark = pytest.mark.spark
 
 
 def rows(lake: Lake, name: str) -> list[dict[str, Any]]:
-    table = lake.topic(name).table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    out: list[dict[str, Any]] = table.to_pylist()
-    return out
+    return topic_rows(lake.topic(name))
 
 
 def test_dataframe_offsets_are_dense_in_dataframe_order(spark: SparkSession, lake: Lake) -> None:

@@ -17,15 +17,9 @@ from compactor.producing.producer import produce
 from compactor.producing.results import ProduceResult
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
-from compactor.topics.topic import Topic
 from readers.reader import TopicReader
 from tests.helpers import rival_commits_first
-
-
-def rows(topic: Topic) -> list[dict[str, Any]]:
-    table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
-    out: list[dict[str, Any]] = table.to_pylist()
-    return out
+from tests.helpers import topic_rows as rows
 
 
 def test_offsets_are_dense_per_partition_in_input_order(lake: Lake) -> None:
