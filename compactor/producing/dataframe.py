@@ -52,7 +52,7 @@ from compactor.producing.spark_columns import headers_type, murmur2_partition, t
 from compactor.producing.spark_files import CountMismatchError, SparkFiles
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.producing.spark_stage import ROW_BITS, Counts, bad_row
-from compactor.topics.record_rules import SIZE, problem_message, spark_problems, spark_record_bytes
+from compactor.topics.record_rules import SIZE, spark_problems, spark_record_bytes
 from compactor.topics.state import read_offsets
 from compactor.topics.topic import Topic
 
@@ -122,7 +122,7 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
                                       value.alias("_value")), partitions)
     cells: dict[tuple[int, int], int] = {}
     counts = np.zeros(partitions, np.int64)
-    problems: list[tuple[int, int, str]] = []
+    problems: list[tuple[int, int, str, int | None]] = []  # (Spark partition, row, kind, offending value)
     for line in lines:
         pid_text, counted, bad = line.split("\t")
         pid = int(pid_text)
@@ -132,13 +132,11 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
                 counts[p] += n
         for entry in filter(None, bad.split(";")):
             kind_text, row_text, offending_text = entry.split(":")
-            name = kinds[int(kind_text) - 1]
-            message = problem_message(name, int(offending_text) if offending_text else None, partitions,
-                                      max_message_bytes)
-            problems.append((pid, int(row_text), f"a {message}" if name == SIZE else message))
-    if problems:
-        first = min(problems)
-        raise bad_row(first[2], first[0], first[1])
+            problems.append((pid, int(row_text), kinds[int(kind_text) - 1],
+                             int(offending_text) if offending_text else None))
+    if problems:  # the first bad row: one kind per row, so (Spark partition, row) decides
+        spark_partition, row, kind, bad_value = min(problems, key=lambda problem: problem[:2])
+        raise bad_row(kind, bad_value, partitions, max_message_bytes, spark_partition, row)
     return Counts(cells, counts, values)
 
 

@@ -38,7 +38,7 @@ from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
 from compactor.producing.spark_columns import task_offset, topic_files
 from compactor.producing.spark_stage import Counts, bad_row
-from compactor.topics.record_rules import SIZE, problem_message
+from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic
 from compactor.workers import pool
 
@@ -115,8 +115,7 @@ class SparkFiles:
             if found is None:
                 raise
             size, spark_partition, row = (int(g) for g in found.groups())
-            message = problem_message(SIZE, size, len(self.counts), self.max_message_bytes)
-            raise bad_row(f"a {message}", spark_partition, row) from None
+            raise bad_row(SIZE, size, len(self.counts), self.max_message_bytes, spark_partition, row) from None
         written = [_parse(line) for line in lines]
         try:
             with translate_storage_errors(f"reading the footers of {self.topic.name}'s new files"):

@@ -11,6 +11,7 @@ before its clean-up left one behind, which retention drops (``drop_stale_staging
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pyiceberg.catalog import Catalog
@@ -21,6 +22,7 @@ from compactor.config import LakeConfig
 from compactor.errors import InvalidRecordError
 from compactor.iceberg.storage import drop_stale_tables
 from compactor.topics.naming import TopicName
+from compactor.topics.record_rules import SIZE, problem_message
 
 ROW_BITS = 33  # monotonically_increasing_id() = (Spark partition << 33) + position within the partition
 STAGING_INFIX = "__producing_"
@@ -37,8 +39,13 @@ class Counts:
     values: bool = True
 
 
-def bad_row(message: str, spark_partition: int, row: int) -> InvalidRecordError:
-    """The error for a bad input row, named by its Spark partition and its 1-based row within it."""
+def bad_row(kind: str, value: Any, partitions: int, max_message_bytes: int, spark_partition: int,
+            row: int) -> InvalidRecordError:
+    """The error for a bad input row of ``kind`` (``record_rules``) whose offending value is ``value``, named by
+    its Spark partition and its 1-based row within it, whether the counting pass or the writer found it."""
+    message = problem_message(kind, value, partitions, max_message_bytes)
+    if kind == SIZE:
+        message = f"a {message}"
     return InvalidRecordError(f"{message} (Spark partition {spark_partition}, row {row} of that partition); "
                               "nothing was written")
 
