@@ -53,7 +53,6 @@ from compactor.producing.spark_files import CountMismatchError, SparkFiles
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.producing.spark_stage import ROW_BITS, Counts, bad_row
 from compactor.topics.record_rules import SIZE, spark_problems, spark_record_bytes
-from compactor.topics.state import read_offsets
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
@@ -143,9 +142,9 @@ def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers
 def _write(lake: Lake, target: Topic, frame: DataFrame, counted: Counts, rr_start: int, now: int,
            max_message_bytes: int) -> SparkFiles:
     """The batch's files, written for the topic's current ``N_p`` (a lost race rewrites them in the commit)."""
-    table = target.refresh().table
+    fresh = target.refresh()
     stage = SparkFiles(lake, target, frame, counted, rr_start, now, max_message_bytes)
-    stage.files_for(table, np.asarray(read_offsets(table.metadata.properties).next_offsets, np.int64))
+    stage.files_for(fresh.table, np.asarray(fresh.offsets().next_offsets, np.int64))
     return stage
 
 
