@@ -92,20 +92,16 @@ def murmur2_array(keys: pa.Array) -> np.ndarray:
         blocks = lengths >> 2
         shortest, longest = int(blocks.min()), int(blocks.max())
         for j in range(longest):
-            if j < shortest:
-                k = words[starts + 4 * j]
-                k *= _M32
-                k ^= k >> np.uint32(24)
-                k *= _M32
-                h *= _M32
-                h ^= k
-                continue
-            active = np.flatnonzero(blocks > j)
-            k = words[starts[active] + 4 * j]
+            active = None if j < shortest else np.flatnonzero(blocks > j)  # None: every key has block j
+            k = words[(starts if active is None else starts[active]) + 4 * j]
             k *= _M32
             k ^= k >> np.uint32(24)
             k *= _M32
-            h[active] = (h[active] * _M32) ^ k
+            if active is None:
+                h *= _M32
+                h ^= k
+            else:
+                h[active] = (h[active] * _M32) ^ k
         # the last 1-3 bytes: the low ``rest`` bytes of the word at the tail (read earlier, then shifted, where
         # the word would run past the data's end)
         rest = lengths & 3
