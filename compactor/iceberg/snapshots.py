@@ -82,9 +82,7 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
     """An append snapshot of ``data_files`` on top of ``parent`` (manifests merged size-tiered)."""
     metadata = table.metadata
     snapshot_id = metadata.new_snapshot_id()
-    sequence_number = metadata.next_sequence_number()
     commit_uuid = uuid.uuid4()
-    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
     existing = [m for m in (parent.manifests(table.io) if parent is not None else []) if _live_files(m) > 0]
     merged = choose_merge(len(data_files), existing)
     written: list[str] = []
@@ -92,7 +90,7 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
     written.append(location)
     with write_manifest(format_version=metadata.format_version, spec=metadata.spec(), schema=metadata.schema(),
                         output_file=table.io.new_output(location), snapshot_id=snapshot_id,
-                        avro_compression=compression) as writer:  # type: ignore[arg-type]
+                        avro_compression=_compression(table)) as writer:  # type: ignore[arg-type]
         for data_file in data_files:
             writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
                                                data_file=data_file))
@@ -101,23 +99,12 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
                 writer.existing(entry)
     new_manifest = writer.to_manifest_file()
     kept = [m for m in existing if m not in merged]
-    list_location = table.location_provider().new_metadata_location(f"snap-{snapshot_id}-0-{commit_uuid}.avro")
-    written.append(list_location)
-    with write_manifest_list(format_version=metadata.format_version, output_file=table.io.new_output(list_location),
-                             snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
-                             sequence_number=sequence_number,
-                             avro_compression=compression) as list_writer:  # type: ignore[arg-type]
-        list_writer.add_manifests([new_manifest, *kept])
     collector = SnapshotSummaryCollector()
     for data_file in data_files:
         collector.add_file(data_file, schema=metadata.schema(), partition_spec=metadata.spec())
-    summary = update_snapshot_summaries(
-        Summary(operation=Operation.APPEND, **collector.build(), **dict(properties)),
-        previous_summary=parent.summary if parent is not None else None,
-    )
-    snapshot = Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
-                        sequence_number=sequence_number, manifest_list=list_location, summary=summary,
-                        schema_id=metadata.current_schema_id)
+    snapshot = _snapshot(table, parent, snapshot_id, f"snap-{snapshot_id}-0-{commit_uuid}.avro", [new_manifest, *kept],
+                         Summary(operation=Operation.APPEND, **collector.build(), **dict(properties)))
+    written.append(snapshot.manifest_list)
     return BuiltSnapshot(snapshot, tuple(written))
 
 
@@ -132,37 +119,34 @@ def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[st
     _manifests``), so they cannot add the run's position delete files, which need a delete manifest
     (``compaction.deletes``).
     """
-    metadata = table.metadata
-    snapshot_id = metadata.new_snapshot_id()
-    sequence_number = metadata.next_sequence_number()
+    snapshot_id = table.metadata.new_snapshot_id()
     manifests = list(parent.manifests(table.io)) if parent is not None else []
     added = list(extra(snapshot_id)) if extra is not None else []
-    manifests.extend(added)
-    location = table.location_provider().new_metadata_location(
-        f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
-    compression = metadata.properties.get("write.avro.compression-codec", "gzip")
-    with write_manifest_list(
-        format_version=metadata.format_version,
-        output_file=table.io.new_output(location),
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=parent.snapshot_id if parent else None,
-        sequence_number=sequence_number,
-        avro_compression=compression,  # type: ignore[arg-type]
-    ) as writer:
-        writer.add_manifests(manifests)
     operation = Operation.DELETE if added else Operation.APPEND
-    summary = update_snapshot_summaries(
-        Summary(operation=operation, **dict(counters or {}), **dict(properties)),
-        previous_summary=parent.summary.additional_properties if parent is not None and parent.summary else None,
-    )
-    return Snapshot(
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=parent.snapshot_id if parent else None,
-        sequence_number=sequence_number,
-        manifest_list=location,
-        summary=summary,
-        schema_id=metadata.current_schema_id,
-    )
+    return _snapshot(table, parent, snapshot_id, f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro", [*manifests, *added],
+                     Summary(operation=operation, **dict(counters or {}), **dict(properties)))
+
+
+def _snapshot(table: Table, parent: Snapshot | None, snapshot_id: int, list_name: str,
+              manifests: Sequence[ManifestFile], summary: Summary) -> Snapshot:
+    """The snapshot ``snapshot_id`` over ``manifests``: its manifest list written as ``list_name`` (in the
+    table's metadata location), its summary's totals carried on from ``parent``'s."""
+    metadata = table.metadata
+    sequence_number = metadata.next_sequence_number()
+    location = table.location_provider().new_metadata_location(list_name)
+    with write_manifest_list(format_version=metadata.format_version, output_file=table.io.new_output(location),
+                             snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
+                             sequence_number=sequence_number,
+                             avro_compression=_compression(table)) as writer:  # type: ignore[arg-type]
+        writer.add_manifests(list(manifests))
+    totals = update_snapshot_summaries(summary, previous_summary=parent.summary if parent is not None else None)
+    return Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
+                    sequence_number=sequence_number, manifest_list=location, summary=totals,
+                    schema_id=metadata.current_schema_id)
+
+
+def _compression(table: Table) -> str:
+    return table.metadata.properties.get("write.avro.compression-codec", "gzip")
 
 
 __all__ = ["MERGE_FACTOR", "BuiltSnapshot", "build_append", "build_snapshot", "choose_merge"]
