@@ -10,7 +10,7 @@ Pieces go to Spark's ``noop`` sink (everything computed, nothing written) unless
   murmur2        the scan plus Kafka's murmur2 partition column only (the compiled function)
   prepare        the producer's typed columns, positions, topic partitions and record sizes
   prepare+number the same plus each row's offset (the write's numbering in its task, no sort)
-  count pass     the producer's counting pass (an aggregation collected on the driver): reading the keys only
+  count pass     the producer's counting pass (one stage, a line per task to the driver): reading the keys only
                  (what a file scan gets) and reading every column (what other plans get)
   plain append   ``writeTo(...).append()`` of the input to a plain (key, value) Iceberg table
   product        ``produce_dataframe`` into a fresh 4-partition topic
@@ -26,11 +26,11 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.eventlog import read_stages
 from bench.produce_bench import write_parquet
 from compactor.lake import Lake
 from compactor.producing.dataframe import _count, _prepare, produce_dataframe
@@ -42,29 +42,15 @@ NOW_MS = 1_700_000_000_000
 
 def stage_times(log_dir: Path, windows: list[tuple[float, float]]) -> list[dict[str, Any]]:
     """For each (start, end) wall-clock window, the stages submitted in it: name, tasks, wall and task seconds."""
-    logs = [p for p in log_dir.iterdir() if p.is_file()]
-    stages: dict[tuple[int, int], dict[str, Any]] = {}
-    busy: dict[tuple[int, int], float] = defaultdict(float)
-    for log in logs:
-        for line in log.read_text().splitlines():
-            event = json.loads(line)
-            if event.get("Event") == "SparkListenerStageCompleted":
-                info = event["Stage Info"]
-                stages[(info["Stage ID"], info["Stage Attempt ID"])] = {
-                    "name": info["Stage Name"].split(" at ")[0], "tasks": info["Number of Tasks"],
-                    "submitted": info.get("Submission Time", 0) / 1000,
-                    "completed": info.get("Completion Time", 0) / 1000}
-            elif event.get("Event") == "SparkListenerTaskEnd":
-                run_ms = (event.get("Task Metrics") or {}).get("Executor Run Time", 0)
-                busy[(event["Stage ID"], event["Stage Attempt ID"])] += run_ms / 1000
+    stages = sorted((s for log in log_dir.iterdir() if log.is_file() for s in read_stages(log)),
+                    key=lambda s: s.submitted_ms)
     out = []
     for start, end in windows:
-        inside = [(key, s) for key, s in sorted(stages.items(), key=lambda kv: kv[1]["submitted"])
-                  if start <= s["submitted"] <= end]
+        inside = [s for s in stages if start <= s.submitted_ms / 1000 <= end]
         out.append({"window_s": round(end - start, 3), "stages": [
-            {"stage": key[0], "name": s["name"], "tasks": s["tasks"],
-             "wall_s": round(s["completed"] - s["submitted"], 3), "task_s": round(busy[key], 3),
-             "starts_at_s": round(s["submitted"] - start, 3)} for key, s in inside]})
+            {"stage": s.stage, "name": s.name.split(" at ")[0], "tasks": s.planned_tasks,
+             "wall_s": round((s.completed_ms - s.submitted_ms) / 1000, 3), "task_s": round(s.run_ms / 1000, 3),
+             "starts_at_s": round(s.submitted_ms / 1000 - start, 3)} for s in inside]})
     return out
 
 

@@ -23,6 +23,9 @@ class StageFigures:
     tasks: int = 0
     input_records: list[int] = field(default_factory=list)
     cpu_ms: float = 0.0  # the tasks' executor CPU time, summed (less sensitive to a busy machine than wall time)
+    run_ms: float = 0.0  # the tasks' executor run time, summed
+    completed_ms: int = 0
+    planned_tasks: int = 0  # the stage's partitions (``tasks`` counts the attempts that ended, retries included)
     executors: set[str] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
 
@@ -53,13 +56,16 @@ def read_stages(path: Path) -> list[StageFigures]:
             elif kind == "SparkListenerStageCompleted":
                 info = event["Stage Info"]
                 key = (info["Stage ID"], info["Stage Attempt ID"])
-                stages[key] = StageFigures(info["Stage ID"], info["Stage Name"], int(info.get("Submission Time", 0)))
+                stages[key] = StageFigures(info["Stage ID"], info["Stage Name"], int(info.get("Submission Time", 0)),
+                                           completed_ms=int(info.get("Completion Time", 0)),
+                                           planned_tasks=int(info.get("Number of Tasks", 0)))
     for key, figures in stages.items():
         for event in tasks.get(key, []):
             metrics = event.get("Task Metrics") or {}
             figures.tasks += 1
             figures.input_records.append(int((metrics.get("Input Metrics") or {}).get("Records Read", 0)))
             figures.cpu_ms += int(metrics.get("Executor CPU Time", 0)) / 1e6
+            figures.run_ms += int(metrics.get("Executor Run Time", 0))
             figures.executors.add(str(event["Task Info"].get("Executor ID")))
             figures.hosts.add(str(event["Task Info"].get("Host")))
     return sorted(stages.values(), key=lambda s: (s.submitted_ms, s.stage))
