@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from compactor import failpoints
@@ -22,6 +23,11 @@ def topic_rows(topic: Topic) -> list[dict[str, Any]]:
     table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
     out: list[dict[str, Any]] = table.to_pylist()
     return out
+
+
+def data_file_paths(topic: Topic) -> list[Path]:
+    """Every Parquet file in a local topic's data directory, committed or not (sorted)."""
+    return sorted((Path(topic.table.metadata.location.replace("file://", "")) / "data").rglob("*.parquet"))
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from compactor.producing.dataframe import produce_dataframe
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.state import read_offsets
-from tests.helpers import topic_rows
+from tests.helpers import data_file_paths, topic_rows
 
 pytestmark = pytest.mark.spark
 
@@ -34,8 +34,7 @@ def source(spark: SparkSession, tmp_path: Path, rows: Sequence[tuple[bytes | Non
 
 
 def data_files(lake: Lake, name: str) -> list[Path]:
-    location = lake.topic(name).table.metadata.location.replace("file://", "")
-    return sorted(Path(location).rglob("*.parquet"))
+    return data_file_paths(lake.topic(name))
 
 
 def test_which_plans_are_counted_without_their_values(spark: SparkSession, tmp_path: Path) -> None:

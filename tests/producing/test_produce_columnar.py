@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import threading
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,15 +25,11 @@ from compactor.topics.partitioner import (
     partitions_for_keys,
 )
 from compactor.topics.records import ProducerRecord
-from compactor.topics.topic import Topic
+from tests.helpers import data_file_paths as data_files
 from tests.helpers import rival_commits_first
 from tests.helpers import topic_rows as rows
 
 T0 = 1_800_000_000_000
-
-
-def data_files(topic: Topic) -> list[Path]:
-    return list((Path(topic.table.metadata.location.replace("file://", "")) / "data").rglob("*.parquet"))
 
 
 # --- the vectorised partitioner -------------------------------------------------------------------------------
