@@ -248,12 +248,15 @@ def peak_rss_kib(lake: Lake, path: Path, name: str) -> int:
     return bench_peak_rss_kib(command, {**os.environ, "PYTHONPATH": os.getcwd()})
 
 
-@pytest.mark.slow  # 600,000 records through two processes
+@pytest.mark.slow  # 1,200,000 records through two processes
 def test_memory_is_bounded_by_the_chunk_not_the_file(lake: Lake, tmp_path: Path) -> None:
     lake.create_topic("c.small", partitions=4)
     lake.create_topic("c.large", partitions=4)
-    # Both inputs span several 4 MB blocks (the first blocks warm up readers, writers and threads); the larger
-    # holds 4x the records (80 MB): its peak must not follow.
-    small = peak_rss_kib(lake, big_file(tmp_path / "small.jsonl", 120_000), "c.small")
-    large = peak_rss_kib(lake, big_file(tmp_path / "large.jsonl", 480_000), "c.large")
-    assert large - small < 30 * 1024, (small, large)
+    # Both inputs span many 4 MB blocks: the peak levels off after about 400,000 of these records (readers,
+    # writers, threads and the allocator's arenas warmed up), so the smaller input is already past that. The
+    # larger holds 4x the records (166 MB against 41 MB); had the producer held the file, its peak would have
+    # grown by more than 100 MB. Between runs of the same input the peak varies by up to about 36 MB (measured
+    # 2026-11-24: 267-280 MB for the smaller, 285-303 MB for the larger), so the bound sits between the two.
+    small = peak_rss_kib(lake, big_file(tmp_path / "small.jsonl", 240_000), "c.small")
+    large = peak_rss_kib(lake, big_file(tmp_path / "large.jsonl", 960_000), "c.large")
+    assert large - small < 60 * 1024, (small, large)
