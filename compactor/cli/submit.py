@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from compactor.cli.main import main
+from compactor.cli.main import run
 
 
 class DriverStderr(io.TextIOBase):
@@ -72,4 +72,4 @@ def route_stderr_to_driver() -> bool:
 
 if __name__ == "__main__":
     route_stderr_to_driver()
-    sys.exit(main())
+    sys.exit(run())
