@@ -96,7 +96,8 @@ def run_size(lake: Lake, work: Path, records: int, keys: int, repeats: int) -> d
         "murmur2": lambda: noop(df.withColumn("_p", murmur2_partition(F.col("key"), 4))),
         "prepare": lambda: noop(_prepare(df, 4, 0)),
         "prepare+number": lambda: noop(_prepare(df, 4, 0).withColumn(
-            "_i", task_offset(F.col("_pid"), F.col("_p"), {(pid, p): 0 for pid in range(1024) for p in range(4)}, 4))),
+            "_i", task_offset(F.col("_pid"), F.col("_p"), {(pid, p): (0, 1 << 40) for pid in range(1024)
+                                                            for p in range(4)}, 4))),
         "count pass (keys)": lambda: count_pass(False),
         "count pass (all columns)": lambda: count_pass(True),
         "plain append": plain,

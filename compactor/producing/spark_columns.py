@@ -49,6 +49,10 @@ def _compiled(factory: str) -> Any:
     return getattr(_functions(), factory)()
 
 
+# ``TaskOffset.SKIP``: a row another copy of the input writes
+TASK_OFFSET_SKIP = -(1 << 63)
+
+
 def _apply(function: Any, *columns: Column) -> Column:
     from pyspark import SparkContext
     from pyspark.sql.column import Column, _to_java_column, _to_seq
@@ -66,22 +70,25 @@ def murmur2_partition(key: Column, partitions: int) -> Column:
     return _apply(_compiled("murmur2Partition"), key, F.lit(partitions).cast("int"))
 
 
-def task_offset(spark_partition: Column, topic_partition: Column, starts: Mapping[tuple[int, int], int],
-                partitions: int) -> Column:
-    """Each row's offset: ``starts[(Spark partition, topic partition)]`` plus its position among that cell's rows
-    in its task, counted as the task produces them (``compactor.udf.TaskOffset``; no sort, an array index per
-    row). Non-deterministic, so Spark evaluates it exactly once per row where it stands; a retried task starts
-    again from 0. A row in a cell missing from ``starts`` gets a negative offset."""
+def task_offset(spark_partition: Column, topic_partition: Column, cells: Mapping[tuple[int, int], tuple[int, int]],
+                partitions: int, share: int = 0, shares: int = 1) -> Column:
+    """Each row's offset: its cell's first offset (``cells[(Spark partition, topic partition)]`` holds the cell's
+    first offset and rows) plus its position among that cell's rows in its task, counted as the task produces
+    them (``compactor.udf.TaskOffset``; no sort, an array index per row). Non-deterministic, so Spark evaluates it
+    exactly once per row where it stands; a retried task starts again from 0. A row in a cell missing from
+    ``cells`` gets a negative offset. With ``shares`` > 1, the rows of each cell outside copy ``share``'s part of
+    its positions get ``TASK_OFFSET_SKIP`` (see ``TaskOffset``)."""
     import numpy as np
 
-    cells = sorted((pid * partitions + p, start) for (pid, p), start in starts.items())
-    packed = np.asarray(cells, ">i8").reshape(-1).tobytes()  # (cell, first offset) pairs, big-endian longs
-    return _apply(_functions().taskOffset(packed, partitions), spark_partition, topic_partition)
+    packed_cells = sorted((pid * partitions + p, first, rows) for (pid, p), (first, rows) in cells.items())
+    packed = np.asarray(packed_cells, ">i8").reshape(-1).tobytes()  # (cell, first offset, rows), big-endian longs
+    return _apply(_functions().taskOffset(packed, partitions, share, shares), spark_partition, topic_partition)
 
 
 def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str],
                 max_record_bytes: int) -> list[str]:
-    """Write ``rows`` (the topic's columns, in schema order, then each record's bytes) into new data files of
+    """Write ``rows`` (the topic's columns, in schema order, then each record's bytes and its row id in the
+    producer's input, ``monotonically_increasing_id()``, which errors name) into new data files of
     the Iceberg table ``table`` (as the session's catalog names it), one file per (Spark task, topic partition),
     through Iceberg's Parquet writer (``compactor.udf.TopicFiles``); ``overrides`` replace table write
     properties. A record over ``max_record_bytes`` fails the write (its files deleted). Commits nothing: returns
@@ -115,5 +122,5 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["headers_type", "murmur2_partition", "register_functions", "task_offset", "topic_counts",
-           "topic_files"]
+__all__ = ["TASK_OFFSET_SKIP", "headers_type", "murmur2_partition", "register_functions", "task_offset",
+           "topic_counts", "topic_files"]

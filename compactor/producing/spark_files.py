@@ -15,6 +15,7 @@ another producer moved ``N_p`` first.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
-from compactor.producing.spark_columns import task_offset, topic_files
+from compactor.producing.spark_columns import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.producing.spark_stage import Counts, bad_row
 from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic
@@ -63,8 +64,9 @@ class SparkFiles:
     ``sizes``: the record bytes per topic partition, known once the files are written."""
 
     def __init__(self, lake: Lake, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
-                 now_ms: int, max_message_bytes: int) -> None:
+                 now_ms: int, max_message_bytes: int, shares: int = 1) -> None:
         self.lake = lake
+        self.shares = shares
         self.topic = topic
         self.frame = frame
         self.cells = counted.cells
@@ -90,21 +92,29 @@ class SparkFiles:
 
     def rows(self, base: np.ndarray) -> DataFrame:
         """The batch's rows as the topic's columns, with offsets from ``base`` (in each task's row order), then
-        each record's bytes (``_size``)."""
+        each record's bytes (``_size``) and its row id in the input (``_row``: the writer's errors name it). With
+        ``shares`` > 1, the input is read as that many copies side by side (``TaskOffset``'s shares): each task of
+        copy ``j`` writes the ``j``-th part of each of its cells' offsets, so cores the input's tasks would leave
+        idle write too."""
         from pyspark.sql import functions as F
 
         partitions = len(self.counts)
-        starts: dict[tuple[int, int], int] = {}  # (Spark partition, topic partition) -> the cell's first offset
+        cells: dict[tuple[int, int], tuple[int, int]] = {}  # (Spark partition, topic partition) -> (first, rows)
         before = np.zeros(partitions, np.int64)
         for pid, p in sorted(self.cells):
-            starts[(pid, p)] = int(base[p] + before[p])
+            cells[(pid, p)] = (int(base[p] + before[p]), self.cells[(pid, p)])
             before[p] += self.cells[(pid, p)]
-        return self.frame.select(
-            F.col("_p").alias(ts.PARTITION),
-            task_offset(F.col("_pid"), F.col("_p"), starts, partitions).alias(ts.OFFSET),
-            F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
-            F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS),
-            F.col("_size"))
+
+        def copy(share: int) -> DataFrame:
+            rows = self.frame.select(
+                F.col("_p").alias(ts.PARTITION),
+                task_offset(F.col("_pid"), F.col("_p"), cells, partitions, share, self.shares).alias(ts.OFFSET),
+                F.timestamp_millis(F.coalesce(F.col("timestamp_ms"), F.lit(self.now_ms))).alias(ts.TIMESTAMP),
+                F.col("key").alias(ts.KEY), F.col("value").alias(ts.VALUE), F.col("headers").alias(ts.HEADERS),
+                F.col("_size"), F.col("_row"))
+            return rows if self.shares == 1 else rows.where(~F.col(ts.OFFSET).eqNullSafe(F.lit(TASK_OFFSET_SKIP)))
+
+        return functools.reduce(lambda a, b: a.unionAll(b), (copy(share) for share in range(self.shares)))
 
     def _write(self, table: Table, base: np.ndarray) -> list[DataFile]:
         try:

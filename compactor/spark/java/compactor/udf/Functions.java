@@ -21,11 +21,12 @@ public final class Functions {
 
     /**
      * {@code task_offset(spark_partition int, topic_partition int) -> bigint}, non-deterministic: see
-     * {@link TaskOffset} ({@code cells}: its packed first offsets).
+     * {@link TaskOffset} ({@code cells}: its packed first offsets and rows; copy {@code share} of {@code shares}).
      */
-    public static UserDefinedFunction taskOffset(final byte[] cells, final int partitions) {
-        return functions.udf(new TaskOffset(cells, partitions), DataTypes.LongType).asNondeterministic()
-                .withName("task_offset");
+    public static UserDefinedFunction taskOffset(final byte[] cells, final int partitions, final int share,
+            final int shares) {
+        return functions.udf(new TaskOffset(cells, partitions, share, shares), DataTypes.LongType)
+                .asNondeterministic().withName("task_offset");
     }
 
     /** Register {@code kafka_partition(key, partitions)} for Spark SQL in {@code session}. */

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -41,10 +42,15 @@ import org.apache.spark.util.CollectionAccumulator;
  *
  * <p>The seventh column is each record's size (key, value and headers, as the producer counts them): the file's
  * line reports their sum, and a record over {@code maxRecordBytes} fails the write with {@link #TOO_LARGE} in its
- * message (its size, Spark partition and row), so the producer's counting pass need not read the values.
+ * message (its size, Spark partition and row), so the producer's counting pass need not read the values. The
+ * eighth is the row's {@code monotonically_increasing_id()} in the producer's input, which names the Spark
+ * partition and row whatever task writes it (the write may read the input as several copies, each writing a part).
  *
- * <p>Nothing is committed here. A failed task deletes the files it opened; when the job fails, the files of its
- * finished tasks (gathered in an accumulator) are deleted before the error is rethrown. Files of a speculative
+ * <p>Nothing is committed here. A task that meets an oversized record deletes its files and returns the record's
+ * marker instead of its files' lines; the job thus ends with every task's files known, and the driver deletes
+ * them all before it throws for the first such record (in the input's order). A failed task deletes the files it
+ * opened; when the job fails, the files of its finished tasks (gathered in an accumulator) are deleted before the
+ * error is rethrown. Files of a speculative
  * attempt, or of a driver that died, are never registered and are left to orphan cleanup.
  */
 public final class TopicFiles {
@@ -53,10 +59,12 @@ public final class TopicFiles {
 
     /** The marker of an oversized record's error: {@code TOO_LARGE[bytes spark-partition row]}. */
     public static final String TOO_LARGE = "compactor.udf.TopicFiles.TOO_LARGE";
+    /** {@code monotonically_increasing_id()}: the Spark partition above these bits, the position below. */
+    private static final int ROW_BITS = 33;
 
     /**
      * Write {@code frame} (the topic's columns in schema order: partition int, offset, timestamp, key, value,
-     * headers; then each record's size, a long) into new data files of {@code table}; returns
+     * headers; then each record's size and its row id, longs) into new data files of {@code table}; returns
      * {@code path \t partition \t rows \t bytes \t record bytes} per file. {@code properties} override the
      * table's write properties (for example the row-group size); {@code maxRecordBytes} is the largest record
      * allowed.
@@ -66,11 +74,13 @@ public final class TopicFiles {
         final JavaSparkContext context = JavaSparkContext.fromSparkContext(frame.sparkSession().sparkContext());
         final Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
         final StructType full = frame.schema();
-        final StructType sparkType = new StructType(Arrays.copyOf(full.fields(), full.fields().length - 1));
+        // the topic's columns: the frame's less the record size and the row id
+        final StructType sparkType = new StructType(Arrays.copyOf(full.fields(), full.fields().length - 2));
         final Map<String, String> overrides = new HashMap<>(properties);
         final CollectionAccumulator<String> finished = context.sc().collectionAccumulator("compactor topic files");
+        final List<String> lines;
         try {
-            return Executions.run(frame, "compactor: the DataFrame producer's files",
+            lines = Executions.run(frame, "compactor: the DataFrame producer's files",
                     () -> frame.queryExecution().toRdd().toJavaRDD()
                             .mapPartitions((Iterator<InternalRow> rows) -> writeTask(rows, shared.value(), sparkType,
                                     batch, overrides, maxRecordBytes, finished).iterator())
@@ -85,6 +95,33 @@ public final class TopicFiles {
             }
             throw e;
         }
+        // An oversized record is a task's result, not its failure: the job ends with every task's files known
+        // (a failed job would not wait for its running tasks), so none is left behind.
+        String oversized = null;
+        long first = Long.MAX_VALUE;
+        for (final String line : lines) {
+            if (line.startsWith(TOO_LARGE)) {
+                final String[] fields = line.substring(TOO_LARGE.length() + 1, line.length() - 1).split(" ");
+                final long position = (Long.parseLong(fields[1]) << ROW_BITS) + Long.parseLong(fields[2]);
+                if (position < first) {
+                    first = position;
+                    oversized = line;
+                }
+            }
+        }
+        if (oversized == null) {
+            return lines;
+        }
+        for (final String line : lines) {
+            if (!line.startsWith(TOO_LARGE)) {
+                try {
+                    table.io().deleteFile(line.substring(0, line.indexOf('\t')));
+                } catch (RuntimeException ignored) {
+                    // left to orphan cleanup; the record's error is the one to report
+                }
+            }
+        }
+        throw new IllegalArgumentException(oversized);
     }
 
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
@@ -99,15 +136,14 @@ public final class TopicFiles {
         final Map<Integer, Open> open = new HashMap<>();
         final List<String> out = new ArrayList<>();
         boolean done = false;
-        long seen = 0;
         try {
             while (rows.hasNext()) {
                 final InternalRow row = rows.next();
-                seen++;
                 final long size = row.getLong(sizeColumn);
-                if (size > maxRecordBytes) {
-                    throw new IllegalArgumentException(TOO_LARGE + "[" + size + " " + sparkPartition + " " + seen
-                            + "]");
+                if (size > maxRecordBytes) {  // this task's files are deleted below (not done)
+                    final long id = row.getLong(sizeColumn + 1);  // (Spark partition << 33) + position
+                    return Collections.singletonList(TOO_LARGE + "[" + size + " " + (id >>> ROW_BITS) + " "
+                            + ((id & ((1L << ROW_BITS) - 1)) + 1) + "]");
                 }
                 final int partition = row.getInt(0);
                 Open file = open.get(partition);
