@@ -8,6 +8,7 @@ problem) for every other failure. Only ``compact``, ``retention`` and ``clean`` 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import logging
 import os
@@ -126,6 +127,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(code or 0)
 
 
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc keep what the process frees for reuse, for a short-lived command: no trimming of the
+    heap below 256 MB, and blocks up to 64 MB from the heap rather than from fresh mappings. numpy's temporaries
+    (half a megabyte per 65,536-row chunk) were otherwise given back and faulted in again chunk after chunk: a
+    fresh 1M-record ``produce --format parquet`` took 62,700 page faults and 0.346 s, and 47,300 and 0.328 s with
+    this (medians of 10 interleaved runs, 2026-11-24); ``compactor --help`` 0.73 -> 0.68 s, JSON Lines 590k ->
+    650k records/s, its peak RSS 263 -> 275-282 MiB for 1M records. Returns whether it applied (not on other C
+    libraries)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_TRIM_THRESHOLD, 256 << 20)) and bool(mallopt(_M_MMAP_THRESHOLD, 64 << 20))
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """The process entry point (the ``compactor`` script, ``python -m compactor.cli.main``): ``main``, with the
     objects alive at start and at the end moved out of the garbage collector's reach (``gc.freeze``).
@@ -135,7 +156,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     (measured: ``compactor --help`` 1.0 s, 0.78 s frozen; a 1M-record ``produce`` 0.3 s less). Objects
     still alive at exit are reclaimed with the process; nothing this code relies on is finalised by the
     collector (files and catalog connections are closed explicitly; ``atexit`` handlers still run). In-process
-    callers (tests, notebooks) call ``main`` and keep their collector as it was."""
+    callers (tests, notebooks) call ``main`` and keep their collector as it was. The C library's allocator
+    keeps freed memory too (``keep_freed_memory``)."""
+    keep_freed_memory()
     gc.freeze()  # imports are done: later young-generation collections need not walk them either
     try:
         return main(argv)
