@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import platform
 import subprocess
 import sys
 import tomllib
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from compactor.cli import main as cli_main
 from compactor.cli.main import main, run
 from compactor.lake import Lake
 
@@ -25,16 +27,31 @@ def test_the_script_and_module_run_the_entry_point() -> None:
     assert "sys.exit(run())" in (ROOT / "compactor" / "cli" / "submit.py").read_text()
 
 
-def test_run_returns_mains_status_and_freezes_what_is_alive(lake: Lake, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_returns_mains_status_and_freezes_what_is_alive(lake: Lake, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    tuned: list[bool] = []
+
+    def keep_freed_memory() -> bool:  # leaves this process's malloc as it is
+        tuned.append(True)
+        return True
+
+    monkeypatch.setattr(cli_main, "keep_freed_memory", keep_freed_memory)
     args = ["--warehouse", lake.config.warehouse, "topic", "list"]
     assert gc.get_freeze_count() == 0
     try:
-        assert main(args) == 0 and gc.get_freeze_count() == 0  # in-process callers keep their collector
-        assert run(args) == 0 and gc.get_freeze_count() > 0
+        assert main(args) == 0 and gc.get_freeze_count() == 0 and not tuned  # in-process callers: unchanged
+        assert run(args) == 0 and gc.get_freeze_count() > 0 and tuned == [True]
         assert run([*args[:2], "topic", "describe", "no.such"]) == 1  # a failure's status passes through
     finally:
         gc.unfreeze()
     capsys.readouterr()
+
+
+def test_a_command_keeps_freed_memory_on_glibc() -> None:
+    done = subprocess.run([sys.executable, "-c", "from compactor.cli.main import keep_freed_memory as k; "
+                           "print(k())"], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.strip() == ("True" if platform.libc_ver()[0] == "glibc" else "False")
 
 
 def allocator_option(env: dict[str, str], name: str) -> str:
