@@ -50,8 +50,8 @@ import org.apache.spark.util.CollectionAccumulator;
  * marker instead of its files' lines; the job thus ends with every task's files known, and the driver deletes
  * them all before it throws for the first such record (in the input's order). A failed task deletes the files it
  * opened; when the job fails, the files of its finished tasks (gathered in an accumulator) are deleted before the
- * error is rethrown. Files of a speculative
- * attempt, or of a driver that died, are never registered and are left to orphan cleanup.
+ * error is rethrown. Files of a speculative attempt, or of a driver that died, are never registered and are left
+ * to orphan cleanup.
  */
 public final class TopicFiles {
     private TopicFiles() {
@@ -86,13 +86,7 @@ public final class TopicFiles {
                                     batch, overrides, maxRecordBytes, finished).iterator())
                             .collect());
         } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
-            for (final String path : finished.value()) {
-                try {
-                    table.io().deleteFile(path);
-                } catch (RuntimeException ignored) {
-                    // left to orphan cleanup; the write's own error is the one to report
-                }
-            }
+            deleteQuietly(table, finished.value());  // the write's own error is the one to report
             throw e;
         }
         // An oversized record is a task's result, not its failure: the job ends with every task's files known
@@ -112,16 +106,25 @@ public final class TopicFiles {
         if (oversized == null) {
             return lines;
         }
+        final List<String> written = new ArrayList<>();
         for (final String line : lines) {
             if (!line.startsWith(TOO_LARGE)) {
-                try {
-                    table.io().deleteFile(line.substring(0, line.indexOf('\t')));
-                } catch (RuntimeException ignored) {
-                    // left to orphan cleanup; the record's error is the one to report
-                }
+                written.add(line.substring(0, line.indexOf('\t')));
             }
         }
+        deleteQuietly(table, written);  // the record's error is the one to report
         throw new IllegalArgumentException(oversized);
+    }
+
+    /** Delete the files at {@code paths}; one that cannot be deleted is left to orphan cleanup (never registered). */
+    private static void deleteQuietly(final Table table, final Iterable<String> paths) {
+        for (final String path : paths) {
+            try {
+                table.io().deleteFile(path);
+            } catch (RuntimeException ignored) {
+                // left to orphan cleanup
+            }
+        }
     }
 
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
@@ -172,18 +175,16 @@ public final class TopicFiles {
             throw new UncheckedIOException(e);
         } finally {
             if (!done) {
+                final List<String> paths = new ArrayList<>();
                 for (final Open file : open.values()) {
                     try {
                         file.appender.close();  // a no-op once closed
                     } catch (IOException | RuntimeException ignored) {
                         // the task fails with its first error
                     }
-                    try {
-                        table.io().deleteFile(file.path);
-                    } catch (RuntimeException ignored) {
-                        // never registered: left to orphan cleanup
-                    }
+                    paths.add(file.path);
                 }
+                deleteQuietly(table, paths);
             }
         }
     }
