@@ -158,11 +158,11 @@ def _shares(cores: int, counted: Counts, rescan_is_a_scan: bool) -> int:
     return max(1, min(cores // busy, int(counted.counts.sum()) // SHARE_MIN_ROWS, MAX_SHARES))
 
 
-def _write(lake: Lake, target: Topic, frame: DataFrame, counted: Counts, rr_start: int, now: int,
-           max_message_bytes: int, shares: int = 1) -> SparkFiles:
+def _write(lake: Lake, target: Topic, frame: DataFrame, counted: Counts, now: int, max_message_bytes: int,
+           shares: int = 1) -> SparkFiles:
     """The batch's files, written for the topic's current ``N_p`` (a lost race rewrites them in the commit)."""
     fresh = target.refresh()
-    stage = SparkFiles(lake, target, frame, counted, rr_start, now, max_message_bytes, shares)
+    stage = SparkFiles(lake, target, frame, counted, now, max_message_bytes, shares)
     stage.files_for(fresh.table, np.asarray(fresh.offsets().next_offsets, np.int64))
     return stage
 
@@ -185,15 +185,15 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
         check_replay(replaying, counted.counts)
         return BatchSummary.of(replaying, True)
     try:
-        stage = _write(lake, target, frame, counted, planned.rr_start, now, max_bytes,
-                       _shares(int(df.sparkSession.sparkContext.defaultParallelism), counted, narrow))
+        cores = int(df.sparkSession.sparkContext.defaultParallelism)
+        stage = _write(lake, target, frame, counted, now, max_bytes, _shares(cores, counted, narrow))
     except CountMismatchError:
         if counted.values:
             raise
         log.warning("the DataFrame's rows were placed differently when all its columns were read than when only "
                     "its keys were counted; counting again with every column")
         counted = _count(frame, partitions, max_bytes, headers=headers, values=True)
-        stage = _write(lake, target, frame, counted, planned.rr_start, now, max_bytes)
+        stage = _write(lake, target, frame, counted, now, max_bytes)
     batch = BatchCommit(stage, counted.counts, stage.sizes, batch_id, now, "produce-dataframe")
     # Spark's write takes long: the commit starts from a fresh read of the topic
     entry, duplicate, attempts = commit_batch(target, batch, planned, max_attempts=max_attempts, refresh_first=True)

@@ -63,8 +63,8 @@ class SparkFiles:
     """The ``Staged`` protocol over files Spark's tasks write into the topic (see the module docstring).
     ``sizes``: the record bytes per topic partition, known once the files are written."""
 
-    def __init__(self, lake: Lake, topic: Topic, frame: DataFrame, counted: Counts, rr_start: int,
-                 now_ms: int, max_message_bytes: int, shares: int = 1) -> None:
+    def __init__(self, lake: Lake, topic: Topic, frame: DataFrame, counted: Counts, now_ms: int,
+                 max_message_bytes: int, shares: int = 1) -> None:
         self.lake = lake
         self.shares = shares
         self.topic = topic
@@ -72,7 +72,6 @@ class SparkFiles:
         self.cells = counted.cells
         self.counts = counted.counts
         self.sizes = np.zeros(len(counted.counts), np.int64)
-        self.rr_start = rr_start
         self.now_ms = now_ms
         self.max_message_bytes = max_message_bytes
         self._base: np.ndarray | None = None
