@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compactor import failpoints
 from compactor.cursor import Cursor, load_compacted
@@ -17,12 +17,23 @@ from compactor.topics.topic import Topic
 from readers.reader import TopicReader, batch_to_records
 from tests.model import TopicModel
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 
 def topic_rows(topic: Topic) -> list[dict[str, Any]]:
     """Every raw row of ``topic`` as committed now (re-read), as Python dicts in (partition, offset) order."""
     table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
     out: list[dict[str, Any]] = table.to_pylist()
     return out
+
+
+def parquet_source(spark: SparkSession, tmp_path: Path, rows: Sequence[tuple[bytes | None, bytes]],
+                   files: int = 1) -> DataFrame:
+    """``rows`` (key, value) written as Parquet (``files`` files, in order) and read back: a plain file scan."""
+    frame = spark.createDataFrame(rows, "key binary, value binary").coalesce(files)
+    frame.write.mode("overwrite").parquet(str(tmp_path / "in"))
+    return spark.read.parquet(str(tmp_path / "in"))
 
 
 def data_file_paths(topic: Topic) -> list[Path]:

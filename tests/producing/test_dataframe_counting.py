@@ -4,13 +4,12 @@ full otherwise; the write refuses oversized records and sums the bytes; a narrow
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from compactor.errors import InvalidRecordError
@@ -20,17 +19,9 @@ from compactor.producing.dataframe import produce_dataframe
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.state import read_offsets
-from tests.helpers import data_file_paths, topic_rows
+from tests.helpers import data_file_paths, parquet_source, topic_rows
 
 pytestmark = pytest.mark.spark
-
-
-def source(spark: SparkSession, tmp_path: Path, rows: Sequence[tuple[bytes | None, bytes]],
-           files: int = 1) -> DataFrame:
-    """``rows`` written as Parquet (``files`` files, in order) and read back: a plain file scan."""
-    frame = spark.createDataFrame(rows, "key binary, value binary").coalesce(files)
-    frame.write.mode("overwrite").parquet(str(tmp_path / "in"))
-    return spark.read.parquet(str(tmp_path / "in"))
 
 
 def data_files(lake: Lake, name: str) -> list[Path]:
@@ -38,7 +29,7 @@ def data_files(lake: Lake, name: str) -> list[Path]:
 
 
 def test_which_plans_are_counted_without_their_values(spark: SparkSession, tmp_path: Path) -> None:
-    scan = source(spark, tmp_path, [(b"k%d" % i, b"v%d" % i) for i in range(20)])
+    scan = parquet_source(spark, tmp_path, [(b"k%d" % i, b"v%d" % i) for i in range(20)])
     local = spark.createDataFrame([(b"a", b"1")], "key binary, value binary")
     narrow = {
         "file scan": scan,
@@ -76,7 +67,7 @@ def test_a_narrow_count_writes_the_batch_with_dense_offsets_and_its_bytes(spark:
     monkeypatch.setattr(dataframe, "_count", counting)
     rows: list[tuple[bytes | None, bytes]] = [(b"k%d" % (i % 9), b"v" * (i % 13)) for i in range(300)]
     rows += [(None, b"keyless")] * 7
-    df = source(spark, tmp_path, rows, files=3)
+    df = parquet_source(spark, tmp_path, rows, files=3)
     lake.create_topic("c.narrow", partitions=3)
     summary = produce_dataframe(lake, "c.narrow", df, now_ms=1000)
     assert passes == [False] and summary.records == len(rows)
@@ -97,8 +88,8 @@ def test_an_oversized_record_fails_the_write_and_leaves_no_file(spark: SparkSess
     """Without the values in the counting pass, the writer refuses the record: the error names its Spark
     partition and row, nothing is committed, and the files of the tasks that had finished are deleted."""
     rows = [(b"k%d" % i, b"v") for i in range(40)] + [(b"big", b"x" * 60)] + [(b"k", b"v")] * 2
-    df = source(spark, tmp_path, rows, files=1).coalesce(1)  # not a narrow plan: the counting pass refuses it
-    files = source(spark, tmp_path / "many", rows, files=1)
+    df = parquet_source(spark, tmp_path, rows, files=1).coalesce(1)  # not a narrow plan: the counting pass refuses it
+    files = parquet_source(spark, tmp_path / "many", rows, files=1)
     lake.create_topic("c.big", partitions=2, config={"max.message.bytes": "50"})
     for frame in (df, files):
         with pytest.raises(InvalidRecordError,

@@ -17,8 +17,7 @@ from compactor.lake import Lake
 from compactor.producing import dataframe
 from compactor.producing.dataframe import produce_dataframe
 from compactor.producing.spark_stage import Counts
-from tests.helpers import data_file_paths, topic_rows
-from tests.producing.test_dataframe_counting import source
+from tests.helpers import data_file_paths, parquet_source, topic_rows
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +47,7 @@ def test_copies_write_what_one_copy_writes(spark: SparkSession, lake: Lake, tmp_
     assert spark.sparkContext.defaultParallelism == 2
     rows: list[tuple[bytes | None, bytes]] = [(b"k%d" % (i % 7), b"v%d" % i) for i in range(101)]
     rows[40:40] = [(None, b"keyless %d" % i) for i in range(5)]
-    df = source(spark, tmp_path, rows, files=1)  # one file: one task
+    df = parquet_source(spark, tmp_path, rows, files=1)  # one file: one task
     monkeypatch.setattr(dataframe, "SHARE_MIN_ROWS", 10**12)
     lake.create_topic("c.one", partitions=partitions)
     produce_dataframe(lake, "c.one", df, now_ms=1000)
@@ -78,5 +77,5 @@ def test_an_oversized_record_found_by_a_copy_is_named_as_in_the_input(spark: Spa
     with pytest.raises(InvalidRecordError,
                        match=r"a record of 63 bytes exceeds max\.message\.bytes \(50\) \(Spark partition 0, "
                              r"row 41 of that partition\); nothing was written"):
-        produce_dataframe(lake, "c.big", source(spark, tmp_path, rows, files=1))
+        produce_dataframe(lake, "c.big", parquet_source(spark, tmp_path, rows, files=1))
     assert lake.topic("c.big").snapshot is None and data_file_paths(lake.topic("c.big")) == []
