@@ -7,8 +7,8 @@ rows to a plain Iceberg table by the same engine, CLI memory, and the cost of on
 Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 partitions):
   json_cli      ``compactor produce`` of a JSON Lines file, a subprocess (start-up included), records/s and MB/s
   parquet_cli   ``compactor produce --format parquet`` of the same records in a Parquet file, a subprocess, less
-                its start-up (``compactor --help``: the interpreter and the command line's imports, median of
-                the run)                                             vs pyiceberg ``append`` of the same table
+                its start-up (``compactor --help``: the interpreter and the command line's imports; the mean
+                of one run just before and one just after the pair)  vs pyiceberg ``append`` of the same table
   arrow_api     ``produce_arrow`` of an Arrow table                  vs pyiceberg ``append`` of the same table
                 (``--pairs`` pairs, the order alternated, garbage collected before each)
   buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
@@ -111,6 +111,16 @@ def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
     return int(out)
 
 
+def settle() -> None:
+    """Before each timed operation, untimed: a full collection, and every dirty page of the page cache written
+    out (``os.sync``), so that no operation pays for the writeback of the ones before it. A run writes
+    gigabytes (1.9 GB were still dirty at the end of one); once the kernel's flusher starts on them it competes
+    with the timed operation for the machine's 2 cores, and a subprocess (the command line) suffered more than
+    the in-process plain append it is compared with (``bench/README.md``, issue 22's fifth round)."""
+    gc.collect()
+    os.sync()
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -144,7 +154,7 @@ class Bench:
         columns = table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())]))
         timings: dict[str, float] = {}
         for which in (("plain", "product") if plain_first else ("product", "plain")):
-            gc.collect()
+            settle()
             started = time.perf_counter()
             if which == "product":
                 produce_arrow(topic, table, now_ms=T0)
@@ -179,6 +189,7 @@ class Bench:
 
     def start_up(self) -> tuple[float, float]:
         """Wall and CPU time of ``compactor --help``: the interpreter and the command line's imports."""
+        settle()  # as before the produce it is taken off: a flusher at work would inflate it, in the product's favour
         started, cpu = time.perf_counter(), children_cpu()
         subprocess.run([sys.executable, "-m", "compactor.cli.main", "--help"], env=self.cli_env(), check=True,
                        stdout=subprocess.DEVNULL)
@@ -192,7 +203,7 @@ class Bench:
         columns = table.cast(pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())]))
         timings: dict[str, float] = {}
         for which in (("plain", "product") if plain_first else ("product", "plain")):
-            gc.collect()
+            settle()
             started, cpu, child_cpu = time.perf_counter(), time.process_time(), children_cpu()
             if which == "product":
                 subprocess.run([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
@@ -208,6 +219,7 @@ class Bench:
     def json_cli(self, path: Path) -> tuple[float, int]:
         """Wall time and peak RSS (KiB) of one ``compactor produce`` subprocess."""
         name = self.topic_name()
+        settle()
         started = time.perf_counter()
         peak = peak_rss_kib([sys.executable, "-m", "compactor.cli.main", "--log-level", "WARNING", "produce", name,
                              "--file", str(path)], self.cli_env())
@@ -247,6 +259,7 @@ class Bench:
         timings: dict[str, float] = {}
         for which in (("plain", "product") if plain_first else ("product", "plain")):
             spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+            settle()
             started = time.perf_counter()
             if which == "product":
                 produce_dataframe(self.lake, name, df, now_ms=T0)
@@ -312,16 +325,19 @@ class Bench:
             f"{a.records}_records": round(statistics.median(memory["large"]) / 1024)}
         if a.cli_pairs:
             self.parquet_cli(parquet, table, False)  # warm-up: the page cache and the first subprocess
+            # each pair's start-up is the mean of a ``--help`` just before and one just after it, so that a
+            # drift over the run (another process, the page cache) reaches both terms of the difference
             pairs, start_ups = [], []
+            after = self.start_up()
             for rep in range(a.cli_pairs):
-                start_ups.append(self.start_up())
+                before = after
                 pairs.append(self.parquet_cli(parquet, table, plain_first=rep % 2 == 1))
+                after = self.start_up()
+                start_ups.append(((before[0] + after[0]) / 2, (before[1] + after[1]) / 2))
                 self.log(f"pair {rep + 1}: parquet cli {pairs[-1]['product']:.2f}s (start-up {start_ups[-1][0]:.2f}s) "
                          f"vs plain {pairs[-1]['plain']:.2f}s")
-            start_up = statistics.median(w for w, _ in start_ups)
-            start_up_cpu = statistics.median(c for _, c in start_ups)
-            net = [max(p["product"] - start_up, 1e-3) for p in pairs]
-            net_cpu = [max(p["product_cpu"] - start_up_cpu, 1e-3) for p in pairs]
+            net = [max(p["product"] - w, 1e-3) for p, (w, _) in zip(pairs, start_ups, strict=True)]
+            net_cpu = [max(p["product_cpu"] - c, 1e-3) for p, (_, c) in zip(pairs, start_ups, strict=True)]
             plain_cli = [p["plain"] for p in pairs]
             results["parquet_cli"] = {
                 **rate(net), "with_start_up": rate([p["product"] for p in pairs]),
