@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.compaction_bench import summarise
+from bench.plain_mode import fresh_plain_appends, slow_mode
 from compactor.lake import Lake
 from compactor.producing.buffered import Producer
 from compactor.producing.dataframe import produce_dataframe
@@ -339,7 +340,13 @@ class Bench:
             net = [max(p["product"] - w, 1e-3) for p, (w, _) in zip(pairs, start_ups, strict=True)]
             net_cpu = [max(p["product_cpu"] - c, 1e-3) for p, (_, c) in zip(pairs, start_ups, strict=True)]
             plain_cli = [p["plain"] for p in pairs]
+            fresh = fresh_plain_appends(parquet, self.workdir)
+            slow = slow_mode(statistics.median(plain_cli), fresh)
+            self.log(f"plain append: {statistics.median(plain_cli):.3f}s here, {min(fresh):.3f}s at best in fresh "
+                     f"processes {fresh}" + (": THIS PROCESS IS IN THE SLOW MODE, its ratios flatter the product "
+                                             "(bench/plain_mode.py)" if slow else ""))
             results["parquet_cli"] = {
+                "plain_fresh_processes_s": fresh, "plain_in_slow_mode": slow,
                 **rate(net), "with_start_up": rate([p["product"] for p in pairs]),
                 "start_up": summarise([w for w, _ in start_ups]), "plain": rate(plain_cli),
                 "ratio_plain_over_product": summarise([p / q for p, q in zip(plain_cli, net, strict=True)]),
