@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.eventlog import read_stages
-from bench.produce_bench import write_parquet
+from bench.produce_inputs import write_parquet
 from compactor.lake import Lake
 from compactor.producing.dataframe import _count, _prepare, produce_dataframe
 from compactor.producing.spark_columns import murmur2_partition, task_offset

@@ -26,10 +26,8 @@ unpartitioned table: the floor a user would get without offsets, partitions or a
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -39,87 +37,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.compaction_bench import summarise
 from bench.plain_mode import fresh_plain_appends, slow_mode
+from bench.processes import children_cpu, peak_rss_kib, settle
+from bench.produce_inputs import KEYS, VALUE_BYTES, logical_bytes, records_table, write_jsonl, write_parquet
 from compactor.lake import Lake
 from compactor.producing.buffered import Producer
 from compactor.producing.dataframe import produce_dataframe
 from compactor.producing.producer import produce_arrow
 
-VALUE_BYTES = 140
-KEYS = 100_000
 T0 = 1_800_000_000_000
-
-
-def records_table(count: int, seed: int, keys: int = KEYS * 4) -> pa.Table:
-    """``count`` records: keys ``user-<n>`` drawn from ``keys`` values, values of 140 random letters."""
-    rng = np.random.default_rng(seed)
-    keys_column = pc.binary_join_element_wise(pa.array([b"user-"] * count, pa.binary()),
-                                              pa.array(rng.integers(0, keys, count).astype(str)).cast(pa.binary()), b"")
-    raw = rng.integers(97, 123, size=count * VALUE_BYTES, dtype=np.uint8).tobytes()
-    values = pa.FixedSizeBinaryArray.from_buffers(pa.binary(VALUE_BYTES), count, [None, pa.py_buffer(raw)])
-    return pa.table({"key": keys_column, "value": values.cast(pa.binary())})
-
-
-def write_parquet(path: Path, records: int, keys: int, chunk: int = 1_000_000) -> None:
-    """``records`` rows of ``records_table`` in one Parquet file, generated ``chunk`` rows at a time."""
-    writer = None
-    for start in range(0, records, chunk):
-        table = records_table(min(chunk, records - start), seed=start + 1, keys=keys)
-        writer = writer or pq.ParquetWriter(path, table.schema)
-        writer.write_table(table)
-    if writer is not None:
-        writer.close()
-
-
-def logical_bytes(table: pa.Table) -> int:
-    return sum(int(pc.sum(pc.binary_length(table[c])).as_py() or 0) for c in ("key", "value"))
-
-
-def write_jsonl(table: pa.Table, path: Path) -> None:
-    """The records as JSON Lines (keys and values are plain ASCII, so no escaping is needed)."""
-    keys = table["key"].combine_chunks().cast(pa.string())
-    values = table["value"].combine_chunks().cast(pa.string())
-    lines = pc.binary_join_element_wise('{"key": "', keys, '", "value": "', values, '"}\n', "").cast(pa.large_string())
-    offsets = np.frombuffer(lines.buffers()[1], np.int64)
-    path.write_bytes(lines.buffers()[2].to_pybytes()[int(offsets[0]): int(offsets[len(lines)])])
-
-
-# A child's peak RSS counts the memory of the process it was forked from, so a small Python process starts the
-# command and reports the peak of its own child.
-_PEAK = ("import resource, subprocess, sys\n"
-         "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if code == 0 else -code)")
-
-
-def children_cpu() -> float:
-    """User + system CPU seconds of this process's finished children."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
-    """Peak resident memory (KiB) of ``command``, which must exit 0."""
-    out = subprocess.run([sys.executable, "-c", _PEAK, *command], env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    if int(out) < 0:
-        raise RuntimeError(f"{' '.join(command)} exited {-int(out)}")
-    return int(out)
-
-
-def settle() -> None:
-    """Before each timed operation, untimed: a full collection, and every dirty page of the page cache written
-    out (``os.sync``), so that no operation pays for the writeback of the ones before it. A run writes
-    gigabytes (1.9 GB were still dirty at the end of one); once the kernel's flusher starts on them it competes
-    with the timed operation for the machine's 2 cores, and a subprocess (the command line) suffered more than
-    the in-process plain append it is compared with (``bench/README.md``, issue 22's fifth round)."""
-    gc.collect()
-    os.sync()
+PLAIN_MODE_MIN_RECORDS = 500_000
 
 
 class Bench:
@@ -340,11 +271,13 @@ class Bench:
             net = [max(p["product"] - w, 1e-3) for p, (w, _) in zip(pairs, start_ups, strict=True)]
             net_cpu = [max(p["product_cpu"] - c, 1e-3) for p, (_, c) in zip(pairs, start_ups, strict=True)]
             plain_cli = [p["plain"] for p in pairs]
-            fresh = fresh_plain_appends(parquet, self.workdir)
+            # the slow mode shows at full size; a small run's plain append is all fixed costs
+            fresh = fresh_plain_appends(parquet, self.workdir) if a.records >= PLAIN_MODE_MIN_RECORDS else []
             slow = slow_mode(statistics.median(plain_cli), fresh)
-            self.log(f"plain append: {statistics.median(plain_cli):.3f}s here, {min(fresh):.3f}s at best in fresh "
-                     f"processes {fresh}" + (": THIS PROCESS IS IN THE SLOW MODE, its ratios flatter the product "
-                                             "(bench/plain_mode.py)" if slow else ""))
+            if fresh:
+                self.log(f"plain append: {statistics.median(plain_cli):.3f}s here, {min(fresh):.3f}s at best in "
+                         f"fresh processes {fresh}" + (": THIS PROCESS IS IN THE SLOW MODE, its ratios flatter the "
+                                                       "product (bench/plain_mode.py)" if slow else ""))
             results["parquet_cli"] = {
                 "plain_fresh_processes_s": fresh, "plain_in_slow_mode": slow,
                 **rate(net), "with_start_up": rate([p["product"] for p in pairs]),

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.produce_bench import peak_rss_kib as bench_peak_rss_kib
+from bench.processes import peak_rss_kib as bench_peak_rss_kib
 from compactor import failpoints
 from compactor.cli import records as cli_records
 from compactor.cli.main import main
