@@ -34,9 +34,9 @@ def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
 def settle() -> None:
     """Before each timed operation, untimed: a full collection, and every dirty page of the page cache written
     out (``os.sync``), so that no operation pays for the writeback of the ones before it. A run writes
-    gigabytes (1.9 GB were still dirty at the end of one); once the kernel's flusher starts on them it competes
-    with the timed operation for the machine's 2 cores, and a subprocess (the command line) suffered more than
-    the in-process plain append it is compared with (``bench/README.md``, issue 22's fifth round)."""
+    gigabytes (1.9 GB were still dirty after a few command-line runs); once the kernel's flusher starts on
+    them it competes with the timed operation for the machine's 2 cores (``bench/README.md``, issue 22's fifth
+    round)."""
     gc.collect()
     os.sync()
 

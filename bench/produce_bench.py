@@ -10,7 +10,7 @@ Figures (records of 140-byte values, keys drawn from 100,000 per partition, 4 pa
                 its start-up (``compactor --help``: the interpreter and the command line's imports; the mean
                 of one run just before and one just after the pair)  vs pyiceberg ``append`` of the same table
   arrow_api     ``produce_arrow`` of an Arrow table                  vs pyiceberg ``append`` of the same table
-                (``--pairs`` pairs, the order alternated, garbage collected before each)
+                (``--pairs`` pairs, the order alternated; before every timed operation ``processes.settle``)
   buffered      ``Producer.send`` from 4 threads, then ``flush``     vs the same pyiceberg append
   dataframe     ``produce_dataframe`` of a Spark DataFrame           vs Spark ``writeTo(...).append()``
                 (at each ``--dataframe-records`` size, ``--dataframe-pairs`` pairs, the order alternated)
