@@ -7,6 +7,7 @@ the verbs that need no Spark (topic administration, produce, read, status) never
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,8 +52,11 @@ class Lake:
     """A connection to one Iceberg warehouse and catalog."""
 
     def __init__(self, config: LakeConfig | None = None, *, warehouse: str | None = None,
-                 catalog_uri: str | None = None) -> None:
-        self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri)
+                 catalog_uri: str | None = None, group_store: str | None = None) -> None:
+        self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri,
+                                                   group_store=group_store)
+        if config is not None and group_store is not None:
+            self.config = dataclasses.replace(config, group_store=group_store)
         self._catalog: SqlCatalog | None = None
         self._spark: SparkSession | None = None
         self._job_spark: SparkSession | None = None
