@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(env COMPACTOR_WAREHOUSE, default ./warehouse)")
     parser.add_argument("--catalog-uri", help="SQLite file or postgresql://... catalog database "
                         "(env COMPACTOR_CATALOG_URI; default for a local warehouse: a SQLite file inside it)")
+    parser.add_argument("--group-store", metavar="URI",
+                        help="where consumer groups live (env COMPACTOR_GROUP_STORE): sqlite:///path, "
+                        "postgresql://user@host/db, s3://bucket/prefix or a directory. Default: the catalog's "
+                        "database (a SQL catalog), else <warehouse>/_groups")
     parser.add_argument("--log-level", type=_log_level_argument, metavar="LEVEL",
                         help=f"{', '.join(LOG_LEVELS)} (any case; env COMPACTOR_LOG_LEVEL): the level of progress "
                         "lines and of Spark's own logging, all on standard error. Default: info for progress, "

@@ -5,28 +5,26 @@ same transaction, so a group is moved once and a group deleted later never comes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import inspect, text
+from sqlalchemy import Connection, Engine, inspect, text
 
 from compactor.groups.model import Reset, TopicPartition
 from compactor.groups.state import GroupState, Slot
-
-if TYPE_CHECKING:
-    from compactor.groups.sql_backend import SqlBackend
 
 GROUPS, PARTITIONS = "compactor_groups", "compactor_group_partitions"
 OTHERS = ("compactor_group_members", "compactor_group_pending")
 
 
-def import_legacy_groups(backend: SqlBackend) -> None:
-    with backend.engine.connect() as probe:
+def import_legacy_groups(engine: Engine, catalog_name: str,
+                         insert_if_absent: Callable[[Connection, dict[str, Any]], int]) -> None:
+    """Move the groups of ``catalog_name`` from the earlier tables, if any (see the module docstring)."""
+    with engine.connect() as probe:
         if not inspect(probe.execution_options(compactor_read_only=True)).has_table(PARTITIONS):
             return
-    from compactor.groups.sql_backend import insert_if_absent
-
-    where = {"c": backend.catalog_name}
-    with backend.engine.begin() as conn:
+    where = {"c": catalog_name}
+    with engine.begin() as conn:
         groups = conn.execute(text(f"SELECT group_id, created_ms, last_commit_ms FROM {GROUPS} "
                                    "WHERE catalog_name = :c"), where).all()
         for group, created_ms, last_commit_ms in groups:
@@ -37,7 +35,7 @@ def import_legacy_groups(backend: SqlBackend) -> None:
             for topic, partition, committed, committed_ms, last_reset, reset_count in rows:
                 state.slots[TopicPartition(topic, int(partition))] = Slot(
                     committed, committed_ms, None, 0, Reset.from_json(last_reset), int(reset_count or 0))
-            insert_if_absent(conn, {"catalog_name": backend.catalog_name, "group_id": group, "version": 1,
+            insert_if_absent(conn, {"catalog_name": catalog_name, "group_id": group, "version": 1,
                                     "state": state.to_json(), "updated_ms": int(last_commit_ms)})
         for table in (GROUPS, PARTITIONS, *OTHERS):
             if inspect(conn).has_table(table):

@@ -68,6 +68,12 @@ class Membership:
             for tp in chosen:
                 self.owned.pop(tp, None)
 
+    def forget(self) -> list[TopicPartition]:
+        """Stop believing it owns anything (its lease ran out while the store was unreachable): what it held."""
+        with self.lock:
+            held, self.owned = list(self.owned), {}
+        return held
+
     def leave(self) -> None:
         """Release every partition at once and remove the member (a clean close)."""
         self.store.leave(self.group, self.member_id, self.incarnation)

@@ -22,7 +22,7 @@ the state in place or raises; the store writes the result back only if nobody ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compactor.errors import FencedInstanceIdError, GroupBusyError, NotOwnerError
 from compactor.groups.assignment import sticky_targets
@@ -105,8 +105,6 @@ def heartbeat(state: GroupState, now_ms: int, group: str, spec: MemberSpec, held
         rejoined = mode != JOIN
         entry = Member(spec.incarnation, [], spec.client, now_ms, 0, spec.static)
         state.members[me] = entry
-    if rejoined:
-        held = {}
     entry.lease_expires_ms = now_ms + spec.session_timeout_ms
     entry.topics, entry.client, entry.static = sorted(spec.topics), spec.client, spec.static
     lease = entry.lease_expires_ms
@@ -203,7 +201,7 @@ def set_pending(state: GroupState, now_ms: int, group: str, member_id: str | Non
     """Record the range the owner took of ``tp`` (fenced like a commit, under ``pending.epoch``)."""
     prune(state, now_ms)
     _check_owner(state, group, member_id, incarnation, {tp: pending.epoch}, "take a range of")
-    state.slot(tp).pending = pending
+    state.slot(tp).pending = replace(pending, created_ms=now_ms)
 
 
 def reset(state: GroupState, now_ms: int, group: str, targets: Mapping[TopicPartition, int], *, force: bool,

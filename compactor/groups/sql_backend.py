@@ -23,6 +23,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from compactor.config import CatalogUri, mask_password
 from compactor.groups.backend import MAX_ATTEMPTS, UNCHANGED, Change, Clock, T, backoff, conflict
+from compactor.groups.legacy import import_legacy_groups
 from compactor.iceberg.catalog import translate_storage_errors
 
 log = logging.getLogger("compactor.groups")
@@ -61,9 +62,7 @@ class SqlBackend:
                 METADATA.create_all(self.engine, checkfirst=True)
             except (OperationalError, ProgrammingError):  # another process created it between check and create
                 METADATA.create_all(self.engine, checkfirst=True)
-            from compactor.groups.legacy import import_legacy_groups
-
-            import_legacy_groups(self)
+            import_legacy_groups(self.engine, catalog_name, insert_if_absent)
 
     def _where(self, group: str) -> Any:
         return (GROUP_STATE.c.catalog_name == self.catalog_name) & (GROUP_STATE.c.group_id == group)
