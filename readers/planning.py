@@ -36,7 +36,8 @@ class RawPlanner:
     def __init__(self) -> None:
         self._files: dict[str, list[DataFile]] = {}  # manifest path -> its live files of ``self._partitions``
         self._partitions: frozenset[int] = frozenset()
-        self.manifests_read = 0  # manifests read so far (what planning cost)
+        self.manifests_read = 0  # manifests read so far, and their entries (what planning cost)
+        self.entries_read = 0
 
     def plan(self, table: Table, snapshot_id: int | None, partitions: Iterable[int]) -> list[FileScanTask]:
         """The data files of ``partitions`` in snapshot ``snapshot_id`` of ``table``, as scan tasks."""
@@ -59,9 +60,10 @@ class RawPlanner:
                 if bounds is not None and not any(bounds[0] <= p <= bounds[1] for p in wanted):
                     files = []
                 else:
+                    entries = manifest.fetch_manifest_entry(table.io, discard_deleted=True)
                     self.manifests_read += 1
-                    files = [entry.data_file for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-                             if int(entry.data_file.partition[0]) in wanted]
+                    self.entries_read += len(entries)
+                    files = [e.data_file for e in entries if int(e.data_file.partition[0]) in wanted]
             kept[manifest.manifest_path] = files
         self._files = kept
         return [FileScanTask(data_file) for files in kept.values() for data_file in files]

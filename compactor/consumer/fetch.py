@@ -77,8 +77,9 @@ class Fetcher:
         fetch.streams[partition] = stream
         return stream
 
-    def manifests_read(self) -> int:
-        return sum(p.manifests_read for p in self.planners.values())
+    def manifest_entries_read(self) -> int:
+        """Entries of manifests read to plan fetches so far (what planning cost)."""
+        return sum(p.entries_read for p in self.planners.values())
 
     def close(self) -> None:
         if self.pool is not None:
