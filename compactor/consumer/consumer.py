@@ -319,8 +319,8 @@ class Consumer(PositionsMixin):
         while not self.closed:
             if self.enable_auto_commit:
                 self._auto_commit()
-            self._rebalance()
             self._refresh_pattern()
+            self._rebalance()
             try:
                 out = self._drain(limit) or (self._watch() and self._drain(limit))
             except FileReadError as failure:
@@ -418,8 +418,8 @@ class Consumer(PositionsMixin):
                 assert fetch is not None
                 fetch.location = table.metadata_location  # another partition changed: nothing to read
                 continue
-            self._open(topic, self.fetcher.open(self.names[topic], table, sorted(tp.partition for tp in mine)),
-                       table.metadata_location)
+            owned = sorted(tp.partition for tp in self.epochs if tp.topic == topic)  # paused ones too
+            self._open(topic, self.fetcher.open(self.names[topic], table, owned), table.metadata_location)
             opened = True
         return opened
 
