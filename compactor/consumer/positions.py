@@ -210,7 +210,12 @@ class PositionsMixin:
         self.paused_partitions |= {self._assigned(p) for p in partitions}
 
     def resume(self, partitions: Sequence[TopicPartition | int]) -> None:
-        self.paused_partitions -= {self._tp(p) for p in partitions}
+        resumed = {self._tp(p) for p in partitions} & self.paused_partitions
+        self.paused_partitions -= resumed
+        for topic in {tp.topic for tp in resumed}:  # what they missed while paused is looked for again
+            fetch = self.fetches.get(topic)
+            if fetch is not None:
+                fetch.location = ""
 
     def paused(self) -> list[TopicPartition]:
         return sorted(self.paused_partitions)
