@@ -8,6 +8,7 @@ store's by a fixed amount, for hosts whose clocks disagree.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
@@ -81,10 +82,8 @@ def store_clock(lake: Lake, clock: Callable[[], int]) -> None:
     """Make ``clock`` the group store's clock for ``lake`` (every member's leases are judged on it)."""
     from compactor.groups import GroupStore
 
-    try:
+    with contextlib.suppress(TypeError):  # a version that judged leases on each member's clock: nothing to replace
         GroupStore(lake, clock=clock)  # type: ignore[call-arg, unused-ignore]
-    except TypeError:  # a version whose leases were judged on each member's clock: nothing to replace
-        pass
 
 
 def produce_keys(lake: Lake, name: str, keys: Sequence[str], partition: int = 0,

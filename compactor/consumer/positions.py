@@ -11,22 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from compactor import schema as ts
-from compactor.consumer.starts import OffsetReset, resolve_start
+from compactor.consumer.base import ConsumerBase
+from compactor.consumer.starts import resolve_start
 from compactor.cursor import load_compacted
 from compactor.errors import InputError, NotOwnerError, OffsetOutOfRangeError
-from compactor.groups import GroupStore, TopicPartition
+from compactor.groups import TopicPartition
 from compactor.topics.naming import TopicName
 from readers.positions import StartPosition
 from readers.reader import TopicReader
-
-if TYPE_CHECKING:
-    from compactor.consumer.clocks import LocalClock
-    from compactor.consumer.fetch import TopicFetch
-    from compactor.consumer.member import GroupMember
-    from compactor.lake import Lake
 
 
 @dataclass(frozen=True)
@@ -37,30 +31,8 @@ class OffsetAndTimestamp:
     timestamp_ms: int
 
 
-class PositionsMixin:
+class PositionsMixin(ConsumerBase):
     """Positions of the assigned partitions (raw offsets), and what moves them."""
-
-    lake: Lake
-    names: dict[str, TopicName]
-    partition_counts: dict[str, int]
-    group: str | None
-    store: GroupStore | None
-    member: GroupMember | None
-    epochs: dict[TopicPartition, int]
-    positions: dict[TopicPartition, int | None]
-    ends: dict[TopicPartition, int]
-    fetches: dict[str, TopicFetch]
-    paused_partitions: set[TopicPartition]
-    read_compacted: bool
-    auto_offset_reset: OffsetReset
-    clock: LocalClock
-    _last_auto_commit_ms: int
-
-    def start_positions(self, topic: str, tps: Sequence[TopicPartition], reader: Any = None) -> dict[int, int]:
-        raise NotImplementedError
-
-    def _drop_fetch(self, topic: str) -> None:
-        raise NotImplementedError
 
     def _tp(self, partition: TopicPartition | int, topic: str | None = None) -> TopicPartition:
         """``partition`` as a ``TopicPartition`` (a bare number needs ``topic`` when there are several)."""
@@ -162,9 +134,6 @@ class PositionsMixin:
         ends = self.end_offsets()
         positions = self.position()
         return {tp: (positions[tp], max(positions[tp], ends[tp])) for tp in sorted(ends)}
-
-    def _rebalance(self) -> None:
-        raise NotImplementedError
 
     # --- moving positions -----------------------------------------------------------------------------
 

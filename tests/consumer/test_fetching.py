@@ -4,13 +4,12 @@ poll's timeout, and waiting costs the same however large the topic grew."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 import threading
 from typing import Any
-
-import pytest
 
 from compactor import Consumer, TopicPartition
 from compactor.errors import DataFileMissingError
@@ -39,7 +38,7 @@ def test_two_topics_and_their_partitions_take_turns(lake: Lake) -> None:
         assert sum(b.num_rows for b in batches) == 500
         assert all(b.nbytes <= 2_000 + 200 for b in batches)  # about 2,000 bytes per partition's turn
         turns = [b.column("partition")[0].as_py() for b in batches]
-        assert all(x != y for x, y in zip(turns, turns[1:], strict=False))  # ... and the partitions alternate
+        assert all(x != y for x, y in itertools.pairwise(turns))  # ... and the partitions alternate
         capped.close()
 
 

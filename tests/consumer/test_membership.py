@@ -93,14 +93,14 @@ def test_a_join_moves_only_the_partitions_the_newcomer_needs(lake: Lake, world: 
     """Issue 29, defect 9 (churn): a round-robin over sorted random ids moved most partitions at every join."""
     lake.create_topic(T, partitions=6)
     members = [member(lake, world, "m2")]
-    before = {tp: "m2" for tp in members[0].assignment()}
+    before = dict.fromkeys(members[0].assignment(), "m2")
     for name in ("m0", "m1"):  # ids that sort before the first member's
         members.append(member(lake, world, name))
         for _ in range(3):
             world.advance(1_000)
             for m in members:
                 m.poll()
-        after = {tp: m.member_id for m in members for tp in m.assignment()}
+        after: dict[TopicPartition, str | None] = {tp: m.member_id for m in members for tp in m.assignment()}
         assert len(after) == 6 and sorted(len(m.assignment()) for m in members) == [6 // len(members)] * len(members)
         moved = [tp for tp in after if before[tp] != after[tp]]
         assert len(moved) == 6 // len(members)  # only the newcomer's share moves, and only to it
