@@ -25,6 +25,7 @@ from compactor.iceberg.expressions import partition_range, ranges
 from compactor.iceberg.scan import TaskReader, tasks_matching
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
+from readers.planning import RawIndex
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
@@ -67,11 +68,13 @@ def expired_if_missing(what: str) -> Iterator[None]:
 @dataclass(frozen=True)
 class Pins:
     """What a reader may be told to pin instead of loading the current state: the raw ``table`` already loaded
-    (and its ``raw_tasks``, planned by the caller, e.g. incrementally: ``readers.planning``), or a given raw
-    snapshot and retained cursor (a replay of a range read earlier, ``consumer.units``)."""
+    (and its files, planned by the caller: ``raw_tasks``, or a ``raw_index`` planned incrementally,
+    ``readers.planning``), or a given raw snapshot and retained cursor (a replay of a range read earlier,
+    ``consumer.units``)."""
 
     table: Table | None = None
     raw_tasks: Sequence[FileScanTask] | None = None
+    raw_index: RawIndex | None = None  # instead of ``raw_tasks``: the files by partition and offset
     raw_snapshot_id: int | None = None
     cursor_id: int | None = None
 
@@ -99,7 +102,12 @@ class PinnedView:
         else:
             snapshot = self.raw_table.current_snapshot()
             self.raw_snapshot_id = snapshot.snapshot_id if snapshot else None
-        self.raw_tasks: list[FileScanTask] = list(pins.raw_tasks) if pins.raw_tasks is not None else self._plan_raw()
+        self.raw_index = pins.raw_index
+        self._raw_tasks: list[FileScanTask] | None = None
+        if pins.raw_tasks is not None:
+            self._raw_tasks = list(pins.raw_tasks)
+        elif pins.raw_index is None:
+            self._raw_tasks = self._plan_raw()
         self.cursor: Cursor | None = None
         self.compacted_table: Table | None = None
         self.end: tuple[int, ...] = self.next_offsets  # where each partition's view ends
@@ -137,6 +145,14 @@ class PinnedView:
         if as_of is not None and not keep_end:
             self.end = chosen.raw_next_offsets
 
+    @property
+    def raw_tasks(self) -> list[FileScanTask]:
+        """Every raw file pinned at open."""
+        if self._raw_tasks is None:
+            assert self.raw_index is not None
+            self._raw_tasks = self.raw_index.all()
+        return self._raw_tasks
+
     def _plan_raw(self) -> list[FileScanTask]:
         if self.raw_snapshot_id is None:
             return []
@@ -169,7 +185,11 @@ class PinnedView:
         if extra_filter is not None:
             row_filter = And(row_filter, extra_filter)
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=columns or ("*",))
-        tasks = self.tasks(segment.compacted, scan, row_filter)
+        if not segment.compacted and self.raw_index is not None:  # only the files of the segment's range
+            candidates = self.raw_index.between(segment.partition, segment.lo, segment.hi)
+            tasks = tasks_matching(self.raw_table.schema(), candidates, row_filter)
+        else:
+            tasks = self.tasks(segment.compacted, scan, row_filter)
         return TaskReader(table, tasks, row_filter, scan.projection()), tasks
 
     def plan_table(self, compacted: bool, chosen: dict[int, tuple[int, int]]

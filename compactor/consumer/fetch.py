@@ -65,10 +65,10 @@ class Fetcher:
         """A reader pinned on ``table`` (its current snapshot, planned incrementally for ``partitions``)."""
         planner = self.planners.setdefault(str(name), RawPlanner())
         snapshot = table.current_snapshot()
-        tasks = planner.plan(table, snapshot.snapshot_id if snapshot else None, partitions)
+        index = planner.plan(table, snapshot.snapshot_id if snapshot else None, partitions)
         self.opens += 1
         return TopicReader(self.lake, name, read_compacted=self.read_compacted,
-                           pins=Pins(table=table, raw_tasks=tasks))
+                           pins=Pins(table=table, raw_index=index))
 
     def stream(self, fetch: TopicFetch, partition: int, start: int) -> PartitionStream:
         if self.pool is None:
