@@ -93,7 +93,7 @@ def test_a_join_moves_only_the_partitions_the_newcomer_needs(lake: Lake, world: 
     """Issue 29, defect 9 (churn): a round-robin over sorted random ids moved most partitions at every join."""
     lake.create_topic(T, partitions=6)
     members = [member(lake, world, "m2")]
-    before = dict.fromkeys(members[0].assignment(), "m2")
+    before: dict[TopicPartition, str | None] = dict.fromkeys(members[0].assignment(), "m2")
     for name in ("m0", "m1"):  # ids that sort before the first member's
         members.append(member(lake, world, name))
         for _ in range(3):
