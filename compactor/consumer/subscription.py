@@ -112,10 +112,11 @@ class SubscriptionMixin(ConsumerBase):
         change: Rebalance | None = self.member.poll_rebalance()
         if change is None:
             return
-        lost = [tp for tp in change.lost if tp in self.epochs]
+        owned = self.member.membership.owned
+        lost = [tp for tp in change.lost if tp in self.epochs and owned.get(tp) != self.epochs[tp]]
         if lost:
             notify(self.listener, "lost", lost)
-        revoke = [tp for tp in change.revoke if tp not in change.lost]
+        revoke = [tp for tp in change.revoke if tp not in lost]
         if revoke:
             if self.enable_auto_commit:
                 self._auto_commit([tp for tp in revoke if tp in self.epochs])

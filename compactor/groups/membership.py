@@ -55,7 +55,8 @@ class Membership:
         with self.lock:
             self.joined = True
             if mode == rules.RENEW:  # a background renewal changes no ownership; it only learns of losses
-                self.owned = {tp: e for tp, e in self.owned.items() if tp not in beat.lost}
+                gone = {tp: held[tp] for tp in beat.lost}  # (not a partition a settle claimed meanwhile)
+                self.owned = {tp: e for tp, e in self.owned.items() if gone.get(tp) != e}
             else:
                 self.owned = dict(beat.owned)
         return beat
