@@ -44,6 +44,8 @@ def tail_polls(lake: Lake, name: str, samples: int) -> dict[str, Any]:
     while consumer.poll(max_records=100_000):
         pass
     topic = lake.topic(name)
+    fetcher = getattr(consumer, "fetcher", None)  # (earlier versions had no fetcher to ask)
+    entries_before = fetcher.manifest_entries_read() if fetcher is not None else 0
     polls, idles = [], []
     for i in range(samples):
         produce(topic, [ProducerRecord(b"k", f"tail-{i}".encode())])
@@ -54,15 +56,14 @@ def tail_polls(lake: Lake, name: str, samples: int) -> dict[str, Any]:
         started = time.perf_counter()
         assert consumer.poll(timeout_ms=0) == []
         idles.append(time.perf_counter() - started)
-    fetcher = getattr(consumer, "fetcher", None)  # (earlier versions had no fetcher to ask)
-    entries = fetcher.manifest_entries_read() if fetcher is not None else None
+    entries = fetcher.manifest_entries_read() - entries_before if fetcher is not None else None
     consumer.close()
     ordered = sorted(polls)
     return {"files": lake.topic(name).offsets().next_offsets[0] - samples, "samples": samples,
             "tail_poll_ms_median": round(statistics.median(polls) * 1000, 2),
             "tail_poll_ms_p90": round(ordered[int(len(ordered) * 0.9)] * 1000, 2),
             "idle_poll_ms_median": round(statistics.median(idles) * 1000, 3),
-            "manifest_entries_read": entries}
+            "manifest_entries_read_per_poll": round(entries / samples, 1) if entries is not None else None}
 
 
 def tail_figures(lake: Lake, sizes: list[int], samples: int, window: int | None = 20,
@@ -79,7 +80,7 @@ def tail_figures(lake: Lake, sizes: list[int], samples: int, window: int | None 
         str(f): {"tail_poll_ms_median": statistics.median(r["tail_poll_ms_median"] for r in rs),
                  "tail_poll_ms_runs": [r["tail_poll_ms_median"] for r in rs],
                  "idle_poll_ms_median": statistics.median(r["idle_poll_ms_median"] for r in rs),
-                 "manifest_entries_read": [r["manifest_entries_read"] for r in rs]}
+                 "manifest_entries_read_per_poll": [r["manifest_entries_read_per_poll"] for r in rs]}
         for f, rs in runs.items()}
     small, large = (figures[str(s)]["tail_poll_ms_median"] for s in (sizes[0], sizes[-1]))
     return {"window": window, **figures, "ratio": round(large / small, 2)}

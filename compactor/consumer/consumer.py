@@ -107,7 +107,6 @@ class Consumer(SubscriptionMixin, PollingMixin, PositionsMixin):
         self.resets = 0
         self.closed = False
         self._member_id = member_id
-        self._static = False
         self._wake = threading.Event()
         self._idle_ms = poll_backoff_ms[0]
         self._turn = 0

@@ -65,7 +65,9 @@ class PollingMixin(ConsumerBase):
             self._refresh_pattern()
             self._rebalance()
             try:
-                out = self._drain(limit) or (self._watch() and self._drain(limit))
+                out = self._drain(limit)
+                if not out and self._watch():  # read out: re-open what has new records, and serve them
+                    out = self._drain(limit)
             except FileReadError as failure:
                 self._recover(failure, retried)
                 continue
@@ -102,7 +104,7 @@ class PollingMixin(ConsumerBase):
         return stream
 
     def _drain(self, limit: int) -> list[tuple[str, pa.RecordBatch]]:
-        """Serve the partitions in turn (see the module docstring, point 3)."""
+        """Serve the partitions in turn (``consumer.consumer``'s module docstring, point 3)."""
         out: list[tuple[str, pa.RecordBatch]] = []
         active = [tp for tp in self._turns() if (s := self._stream(tp)) is not None and not s.exhausted]
         while limit > 0 and active:
@@ -143,7 +145,7 @@ class PollingMixin(ConsumerBase):
         return True
 
     def _watch(self) -> bool:
-        """Re-open the fetches of topics that have new records for us (see the module docstring, point 4)."""
+        """Re-open the fetches of topics that have new records for us (``consumer.consumer``, point 4)."""
         opened = False
         for topic in sorted({tp.topic for tp in self.epochs if tp not in self.paused_partitions}):
             if not self._read_out(topic):

@@ -167,16 +167,19 @@ def test_a_member_that_stops_polling_leaves_the_group_and_says_so(lake: Lake, wo
     stuck.close()
 
 
-def test_a_second_process_with_the_instance_id_fences_the_first_which_never_takes_them_back(
-        lake: Lake, world: FakeClock) -> None:
+@pytest.mark.parametrize("identity", ["member_id", "group_instance_id"])
+def test_a_second_process_with_the_member_id_fences_the_first_which_never_takes_them_back(
+        lake: Lake, world: FakeClock, identity: str) -> None:
     """Issue 29, defect 8: two processes with one member id took a partition from each other at every
-    heartbeat, each re-reading from the committed position."""
+    heartbeat, each re-reading from the committed position. The one that joined last takes the member's place
+    (Kafka's ``group.instance.id`` fencing); the other is fenced."""
     lake.create_topic(T, partitions=2)
     produce_keys(lake, T, ["a", "b", "c"], partition=0)
-    first = member(lake, world, group_instance_id="app-1")
+    same = {identity: "app-1"} if identity == "group_instance_id" else {"name": "app-1"}
+    first = member(lake, world, **same)
     assert [r.offset for r in first.poll(max_records=1)] == [0]
     first.commit()
-    second = member(lake, world, group_instance_id="app-1")  # a restart within the session: same partitions
+    second = member(lake, world, **same)  # a restart within the session: the same partitions
     assert second.assignment() == [TP0, TP1]
     for _ in range(3):
         world.advance(1_000)
@@ -189,7 +192,7 @@ def test_a_second_process_with_the_instance_id_fences_the_first_which_never_take
     second.commit()
     assert second.committed() == {TP0: 3, TP1: 0}
     described = GroupStore(lake).members("g")
-    assert [(m.member_id, m.static) for m in described] == [("app-1", True)]
+    assert [(m.member_id, m.static) for m in described] == [("app-1", identity == "group_instance_id")]
     first.close()
     second.close()
 
@@ -231,6 +234,6 @@ def test_a_group_expires_only_after_it_was_empty_for_offsets_retention_ms(lake: 
     consumer.close()
     world.advance(1_000)
     cleaner = Cleaner(lake, compact=lambda *a: pytest.fail("nothing is due"), retain=lambda *a: None)  # type: ignore[arg-type]
-    assert cleaner.run_once().expired_groups == []
+    assert cleaner.run_once(now_ms=world.now).expired_groups == []
     world.advance(7 * 86_400_000)
-    assert cleaner.run_once().expired_groups == ["g"]
+    assert cleaner.run_once(now_ms=world.now).expired_groups == ["g"]
