@@ -163,9 +163,11 @@ def main() -> None:
     parser.add_argument("--latency-samples", type=int, default=40)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--commits", type=int, default=10_000, help="group commits per group store")
-    parser.add_argument("--stores", default="sqlite,postgres,s3,directory", help="group stores to measure")
+    parser.add_argument("--stores", default="sqlite",
+                        help="group stores to measure (all: sqlite,postgres,s3,directory; or bench.group_store_bench)")
     parser.add_argument("--topic-commits", type=int, default=1_000)
-    parser.add_argument("--tail-files", default="100,10000", help="raw files of the tail-poll figure")
+    parser.add_argument("--tail-files", default="",
+                        help="raw files of the tail-poll figure, e.g. 100,10000 (or bench.consumer_tail)")
     parser.add_argument("--tail-samples", type=int, default=40)
     parser.add_argument("--throughput-only", action="store_true", help="skip latency, idle and commit figures")
     parser.add_argument("--workdir", default="bench/data/consumer")
@@ -203,7 +205,9 @@ def main() -> None:
         result["group_commit"] = [store_commits(kind, args.commits, workdir / "group-stores")
                                   for kind in args.stores.split(",")]
         result["offsets_topic_append"] = offsets_topic_commits(lake, args.topic_commits)
-        result["tail_poll"] = tail_figures(lake, [int(f) for f in args.tail_files.split(",")], args.tail_samples)
+        if args.tail_files:
+            result["tail_poll"] = tail_figures(lake, [int(f) for f in args.tail_files.split(",")],
+                                               args.tail_samples)
     print(json.dumps(result, indent=2), flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -76,29 +76,10 @@ def store_uri(kind: str, work: Path) -> Iterator[tuple[str | None, dict[str, str
         finally:
             server.stop()
     elif kind == "postgres":
-        from tests.pg_server import PostgresServer, server_binaries
+        from tests.pg_server import running_postgres
 
-        bin_dir = server_binaries()
-        if bin_dir is None:
-            raise SystemExit("no PostgreSQL server binaries on this machine (Debian's 'postgresql' package)")
-        root = Path(tempfile.mkdtemp(prefix="bench-pg-"))
-        as_user: list[str] = []
-        import os
-
-        if os.geteuid() == 0:
-            shutil.chown(root, user="postgres", group="postgres")
-            as_user = ["runuser", "-u", "postgres", "--"]
-        from tests.s3_server import free_port
-
-        pg = PostgresServer(free_port(), bin_dir, root / "data", as_user)
-        pg.run("initdb", "-D", str(pg.data_dir), "-A", "trust", "-U", "postgres", "--no-sync")
-        pg.run("pg_ctl", "-D", str(pg.data_dir), "-w", "-l", str(root / "log"), "-o",
-                   f"-p {pg.port} -k {root} -c listen_addresses=127.0.0.1", "start")
-        try:
-            yield pg.create_database("groups"), {}
-        finally:
-            pg.run("pg_ctl", "-D", str(pg.data_dir), "-w", "-m", "fast", "stop")
-            shutil.rmtree(root, ignore_errors=True)
+        with running_postgres(fsync=True) as postgres:
+            yield postgres.create_database("groups"), {}
     else:
         raise SystemExit(f"unknown store {kind!r}")
 

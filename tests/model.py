@@ -38,13 +38,11 @@ class ModelCursor:
 
 
 @dataclass
-class TopicModel:
-    """The raw log of one topic and its cursor, as the contract describes them."""
+class RawLog:
+    """A topic's raw log as produced so far: per partition, its records in offset order (dense from 0)."""
 
     partitions: int
     log: list[list[Record]] = field(default_factory=list)
-    cursor: ModelCursor | None = None
-    stamped: dict[tuple[int, int], int] = field(default_factory=dict)  # every delete horizon a run stored
 
     def __post_init__(self) -> None:
         if not self.log:
@@ -54,6 +52,14 @@ class TopicModel:
         for r in records:
             assert r.offset == len(self.log[r.partition]), "the model expects dense offsets in order"
             self.log[r.partition].append(r)
+
+
+@dataclass
+class TopicModel(RawLog):
+    """The raw log of one topic and its cursor, as the contract describes them."""
+
+    cursor: ModelCursor | None = None
+    stamped: dict[tuple[int, int], int] = field(default_factory=dict)  # every delete horizon a run stored
 
     def next_offsets(self) -> list[int]:
         return [len(records) for records in self.log]
@@ -155,7 +161,7 @@ class TopicModel:
 
 
 @dataclass
-class ConsumerModel:
+class ConsumerModel(RawLog):
     """What section 7 allows a group's consumers to return, over one topic's raw log as produced so far.
 
     ``check_delivery``: a member's deliveries of a partition, within one ownership session, start at the
@@ -163,18 +169,6 @@ class ConsumerModel:
     order; a jump forward is allowed only to a position a reset recorded (retention overtook the position, or
     ``group reset``). ``check_exactly_once``: an output that records the input ``(partition, offset)`` of each
     record holds each at most once, and every input record from the partition's last recorded reset on."""
-
-    partitions: int
-    log: list[list[Record]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.log:
-            self.log = [[] for _ in range(self.partitions)]
-
-    def append(self, records: list[Record]) -> None:
-        for r in records:
-            assert r.offset == len(self.log[r.partition]), "the model expects dense offsets in order"
-            self.log[r.partition].append(r)
 
     def check_delivery(self, record: Record, expected: int, reset_to: int | None, what: str) -> int:
         """Check one delivered record against the next offset ``expected`` of its session; returns the next."""
