@@ -97,7 +97,8 @@ def store_commits(kind: str, commits: int, root: Path) -> dict[str, Any]:
             produce(lake.topic("bench.commits"), [ProducerRecord(b"a", b"1", partition=p) for p in (0, 1)])
 
             def member(group: str) -> Callable[[int], object]:
-                consumer = Consumer(lake, "bench.commits", group=f"commits-{group}")
+                consumer = Consumer(lake, "bench.commits", group=f"commits-{group}",
+                                    max_poll_interval_ms=86_400_000)  # it only commits: no polls
                 members.append(consumer)
                 return lambda i: consumer.commit({0: i % 2, 1: (i + 1) % 2})
 

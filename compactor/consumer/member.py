@@ -76,7 +76,11 @@ class GroupMember:
             self._ticker.cancel()
             self._ticker = None
         if self._fenced is None and self._left is None:
-            self.membership.leave()
+            try:
+                self.membership.leave()
+            except TransientError as exc:  # its lease lapses anyway: others get its partitions then
+                log.warning("event=leave-failed group=%s member=%s error=%r", self.membership.group, self.member_id,
+                            str(exc))
 
     def request_settle(self) -> None:
         """Settle ownership at the next poll (a commit was refused: something changed)."""

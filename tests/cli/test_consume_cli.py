@@ -175,6 +175,7 @@ def test_a_member_killed_with_kill_9_loses_its_partitions_and_only_uncommitted_r
             process.kill()
 
 
+@pytest.mark.slow  # processes of their own; the rule itself is in the loop in-process (tests/consumer)
 def test_consume_follow_keeps_running_when_a_member_joins_and_takes_a_partition(named: Lake) -> None:
     """Issue 29, defect 2 at the command line: ``consume --follow`` exited 1 when its commit met a rebalance."""
     produce_keys(named, T, ["a", "b"], partition=0)
@@ -207,6 +208,7 @@ def test_consume_follow_keeps_running_when_a_member_joins_and_takes_a_partition(
     assert len(seen) == len(set(seen))  # the revoked partition was committed before it moved: nothing twice
 
 
+@pytest.mark.slow  # processes of their own; the rule itself is in the loop in-process (tests/consumer)
 def test_a_second_consume_with_the_instance_id_fences_the_first(named: Lake) -> None:
     """Issue 29, defect 8 at the command line: two processes with one member id took a partition from each
     other at every heartbeat; with ``--group-instance-id`` the second takes its place and the first stops."""

@@ -196,7 +196,7 @@ def test_random_runs_keep_the_rules_of_section_7(lake: Lake, seed: int) -> None:
     world = World(lake, rng)
     world.join("g", instance="app-0")
     world.join("etl")
-    for step_number in range(220):
+    for step_number in range(160):
         step = f"seed {seed} step {step_number}"
         group = rng.choice(["g", "etl"])
         live = [m for m in world.members[group] if not m.fenced]
