@@ -3,7 +3,8 @@
 A consumer serves its partitions in turn, a slice of each per turn (``consumer.fetch``), so each partition
 streams on its own: its segments (compacted rows below the horizon, then raw rows) are planned when it is first
 read, its files read in offset order (overlapping compacted files sorted together, ``readers.ordering``) with the
-next file read ahead on a pool the partitions share, so memory holds at most two files per partition.
+next ``ahead`` files read ahead on a pool the partitions share (the consumer spreads a read-ahead of a few
+files over its partitions, so memory holds a few files however many partitions it reads).
 
 A file that cannot be read raises ``FileReadError`` naming the file and the partition, so the consumer can
 retry once on a freshly loaded snapshot and then report exactly what is missing.
@@ -11,8 +12,9 @@ retry once on a freshly loaded snapshot and then report exactly what is missing.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
-from collections.abc import Callable
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,21 +52,25 @@ Unit = tuple[TaskReader, list[FileScanTask]]  # one cluster of files, and the re
 
 
 class PartitionStream:
-    """Partition ``partition`` of ``reader``'s pinned view from ``start`` to the pinned end (module docstring)."""
+    """Partition ``partition`` of ``reader``'s pinned view from ``start`` to the pinned end (module docstring),
+    with ``ahead`` files read ahead on ``pool``."""
 
     def __init__(self, reader: TopicReader, partition: int, start: int,
-                 pool: concurrent.futures.ThreadPoolExecutor) -> None:
+                 pool: concurrent.futures.ThreadPoolExecutor, ahead: int = 1) -> None:
         self.reader = reader
         self.partition = partition
         self.start = start
         self.end = reader.pinned.end[partition]
         self.pool = pool
+        self.ahead = max(1, ahead)
         self.exhausted = start >= self.end
         self._units: list[Unit] | None = None
         self._next = 0
-        self._ahead: concurrent.futures.Future[list[pa.RecordBatch]] | None = None
-        self._batches: list[pa.RecordBatch] = []
+        self._reading: collections.deque[tuple[int, concurrent.futures.Future[list[pa.RecordBatch]]]] = \
+            collections.deque()
+        self._batches: collections.deque[pa.RecordBatch] = collections.deque()
         self._batch: pa.RecordBatch | None = None
+        self._rows = 0
         self._offsets: Any = None
         self._row_bytes = 1.0
         self._at = 0
@@ -87,31 +93,29 @@ class PartitionStream:
                 raise FileReadError(task.file.file_path, str(self.reader.name), self.partition, exc) from exc
         return collected
 
-    def _submit(self, units: list[Unit]) -> concurrent.futures.Future[list[pa.RecordBatch]] | None:
-        if self._next >= len(units):
-            return None
-        unit = units[self._next]
-        self._next += 1
-        read: Callable[[], list[pa.RecordBatch]] = lambda: self._read(unit)  # noqa: E731
-        return self.pool.submit(read)
+    def _fill(self, units: list[Unit]) -> None:
+        """Keep ``ahead`` files being read (each cluster of overlapping files counts as one)."""
+        while len(self._reading) < self.ahead and self._next < len(units):
+            unit = units[self._next]
+            self._next += 1
+            self._reading.append((len(unit[1]), self.pool.submit(functools.partial(self._read, unit))))
 
     def _advance(self) -> bool:
         """Load the next non-empty batch; False once every file was read."""
         while not self._batches:
             if self._units is None:
                 self._units = self._plan()
-                self._ahead = self._submit(self._units)
-            if self._ahead is None:
+                self._fill(self._units)
+            if not self._reading:
                 return False
-            current, self._ahead = self._ahead, None
-            group_size = len(self._units[self._next - 1][1])
-            collected = current.result()
-            self._ahead = self._submit(self._units)  # the next file is read while this one is handed out
-            self._batches = in_offset_order(collected, group_size == 1, self._last)
-        batch = to_topic_schema(self._batches.pop(0))
-        self._batch, self._at = batch, 0
+            files, future = self._reading.popleft()
+            collected = future.result()
+            self._fill(self._units)  # the next files are read while this one is handed out
+            self._batches.extend(in_offset_order(collected, files == 1, self._last))
+        batch = to_topic_schema(self._batches.popleft())
+        self._batch, self._at, self._rows = batch, 0, batch.num_rows
         self._offsets = batch.column(ts.OFFSET).to_numpy()
-        self._row_bytes = max(1.0, batch.nbytes / max(1, batch.num_rows))
+        self._row_bytes = max(1.0, batch.nbytes / max(1, self._rows))
         self._last = int(self._offsets[-1])
         return True
 
@@ -119,21 +123,23 @@ class PartitionStream:
         """Up to ``max_rows`` rows (and about ``max_bytes``, at least one row), or None once exhausted."""
         if self.exhausted:
             return None
-        if (self._batch is None or self._at >= self._batch.num_rows) and not self._advance():
-            self.exhausted = True
-            self.cancel()
-            return None
-        batch, at = self._batch, self._at
-        assert batch is not None
-        rows = min(max_rows, batch.num_rows - at)
-        if max_bytes is not None:
-            rows = max(1, min(rows, int(max_bytes / self._row_bytes)))
+        at = self._at
+        if at >= self._rows:
+            if not self._advance():
+                self.exhausted = True
+                self.cancel()
+                return None
+            at = 0
+        rows = min(self._rows - at, max_rows)
+        if max_bytes is not None and rows * self._row_bytes > max_bytes:
+            rows = max(1, int(max_bytes / self._row_bytes))
         self._at = at + rows
-        piece = batch if rows == batch.num_rows else batch.slice(at, rows)
+        batch = self._batch
+        assert batch is not None
+        piece = batch if rows == self._rows else batch.slice(at, rows)
         return Taken(self.partition, piece, int(self._offsets[at + rows - 1]) + 1)
 
     def cancel(self) -> None:
-        """Drop the file read ahead (the stream is done with, or replaced)."""
-        if self._ahead is not None:
-            self._ahead.cancel()
-            self._ahead = None
+        """Drop the files read ahead (the stream is done with, or replaced)."""
+        while self._reading:
+            self._reading.popleft()[1].cancel()

@@ -63,6 +63,7 @@ class ConsumerBase:
     _wake: threading.Event
     _idle_ms: int
     _turn: int
+    _order: list[TopicPartition] | None  # the assigned, unpaused partitions in order (None: to compute again)
     _patterns_checked_ms: int | None
     _last_auto_commit_ms: int
 

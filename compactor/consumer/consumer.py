@@ -110,6 +110,7 @@ class Consumer(SubscriptionMixin, PollingMixin, PositionsMixin):
         self._wake = threading.Event()
         self._idle_ms = poll_backoff_ms[0]
         self._turn = 0
+        self._order: list[TopicPartition] | None = None
         self.unit_turn = 0
         self._patterns_checked_ms: int | None = None
         self._last_auto_commit_ms = self.clock.now_ms()

@@ -30,7 +30,7 @@ from readers.streams import PartitionStream
 if TYPE_CHECKING:
     from compactor.lake import Lake
 
-STREAM_READERS = 2  # threads reading files ahead for all of a consumer's partitions
+READ_AHEAD = 4  # files read ahead at once for all of a consumer's partitions (``TopicReader``'s window too)
 
 
 @dataclass
@@ -70,10 +70,11 @@ class Fetcher:
         return TopicReader(self.lake, name, read_compacted=self.read_compacted,
                            pins=Pins(table=table, raw_index=index))
 
-    def stream(self, fetch: TopicFetch, partition: int, start: int) -> PartitionStream:
+    def stream(self, fetch: TopicFetch, partition: int, start: int, partitions: int) -> PartitionStream:
+        """The stream of ``partition`` from ``start``, with its share of the read-ahead (of ``partitions``)."""
         if self.pool is None:
-            self.pool = concurrent.futures.ThreadPoolExecutor(STREAM_READERS, thread_name_prefix="fetch")
-        stream = PartitionStream(fetch.reader, partition, start, self.pool)
+            self.pool = concurrent.futures.ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="fetch")
+        stream = PartitionStream(fetch.reader, partition, start, self.pool, max(1, READ_AHEAD // max(1, partitions)))
         fetch.streams[partition] = stream
         return stream
 

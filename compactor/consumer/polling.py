@@ -85,7 +85,9 @@ class PollingMixin(ConsumerBase):
 
     def _turns(self) -> list[TopicPartition]:
         """The assigned, unpaused partitions, starting one further after each poll that returned records."""
-        order = [tp for tp in sorted(self.epochs) if tp not in self.paused_partitions]
+        order = self._order
+        if order is None:
+            order = self._order = [tp for tp in sorted(self.epochs) if tp not in self.paused_partitions]
         if not order:
             return []
         start = self._turn % len(order)
@@ -100,31 +102,31 @@ class PollingMixin(ConsumerBase):
             position = self.positions.get(tp)
             if position is None:
                 return None
-            stream = self.fetcher.stream(fetch, tp.partition, position)
+            stream = self.fetcher.stream(fetch, tp.partition, position, len(self.epochs))
         return stream
 
     def _drain(self, limit: int) -> list[tuple[str, pa.RecordBatch]]:
         """Serve the partitions in turn (``consumer.consumer``'s module docstring, point 3)."""
         out: list[tuple[str, pa.RecordBatch]] = []
-        active = [tp for tp in self._turns() if (s := self._stream(tp)) is not None and not s.exhausted]
+        active = [(tp, s) for tp in self._turns() if (s := self._stream(tp)) is not None and not s.exhausted]
+        cap = self.max_partition_fetch_bytes
+        positions = self.positions
         while limit > 0 and active:
             share = max(1, -(-limit // len(active)))
             still = []
-            for tp in active:
+            for tp, stream in active:
                 if limit <= 0:
                     break
-                stream = self._stream(tp)
-                assert stream is not None
-                taken = stream.take(min(share, limit), self.max_partition_fetch_bytes)
+                taken = stream.take(min(share, limit), cap)
                 if taken is None:
-                    position = self.positions.get(tp)
+                    position = positions.get(tp)
                     if position is not None and position < stream.end:
-                        self.positions[tp] = stream.end  # read to its end: past any trailing gap
+                        positions[tp] = stream.end  # read to its end: past any trailing gap
                     continue
-                self.positions[tp] = taken.next_offset
+                positions[tp] = taken.next_offset
                 out.append((tp.topic, taken.batch))
                 limit -= taken.batch.num_rows
-                still.append(tp)
+                still.append((tp, stream))
             active = still
         if out:
             self._turn += 1

@@ -177,10 +177,12 @@ class PositionsMixin(ConsumerBase):
     def pause(self, partitions: Sequence[TopicPartition | int]) -> None:
         """Stop returning records of ``partitions`` without giving them up (Kafka's ``pause``)."""
         self.paused_partitions |= {self._assigned(p) for p in partitions}
+        self._order = None
 
     def resume(self, partitions: Sequence[TopicPartition | int]) -> None:
         resumed = {self._tp(p) for p in partitions} & self.paused_partitions
         self.paused_partitions -= resumed
+        self._order = None
         for topic in {tp.topic for tp in resumed}:  # what they missed while paused is looked for again
             fetch = self.fetches.get(topic)
             if fetch is not None:

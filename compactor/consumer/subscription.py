@@ -102,6 +102,7 @@ class SubscriptionMixin(ConsumerBase):
         for tp in gained:
             self.positions[tp] = committed.get(tp)
         self.epochs = dict(owned)
+        self._order = None
         for topic in changed:
             self._drop_fetch(topic)
 
