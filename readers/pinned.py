@@ -192,6 +192,21 @@ class PinnedView:
             tasks = self.tasks(segment.compacted, scan, row_filter)
         return TaskReader(table, tasks, row_filter, scan.projection()), tasks
 
+    def segment_units(self, segment: Segment) -> list[tuple[TaskReader, FileScanTask]]:
+        """The files of ``segment``, each with the reader to read it with: files wholly inside the segment (and
+        of its partition only) without a row filter, the boundary files filtered (as ``plan_table`` does)."""
+        filtered, tasks = self.plan_segment(segment)
+        if not tasks:
+            return []
+        table, _ = self.table_for(segment.compacted)
+        whole = TaskReader(table, [], None, None, deletes=filtered.deletes)  # every column, as plan_segment's
+        units: list[tuple[TaskReader, FileScanTask]] = []
+        for task in tasks:
+            first, last = task_range(task)
+            inside = first >= segment.lo and last < segment.hi and int(task.file.partition[0]) == segment.partition
+            units.append((whole if inside else filtered, task))
+        return units
+
     def plan_table(self, compacted: bool, chosen: dict[int, tuple[int, int]]
                     ) -> tuple[TaskReader, dict[int, list[tuple[TaskReader, FileScanTask]]]]:
         """Plan one table once for all its segments; prune files by partition and offset statistics here

@@ -48,7 +48,7 @@ class Taken:
     next_offset: int
 
 
-Unit = tuple[TaskReader, list[FileScanTask]]  # one cluster of files, and the reader that reads them
+Unit = list[tuple[TaskReader, FileScanTask]]  # one cluster of files, each with the reader that reads it
 
 
 class PartitionStream:
@@ -79,14 +79,14 @@ class PartitionStream:
     def _plan(self) -> list[Unit]:
         units: list[Unit] = []
         for segment in self.reader.segments(self.partition, self.start):
-            task_reader, tasks = self.reader.plan_segment(segment)
-            units += [(task_reader, group) for group in clusters(tasks)]
+            pairs = self.reader.pinned.segment_units(segment)
+            readers = {id(task): reader for reader, task in pairs}
+            units += [[(readers[id(task)], task) for task in group] for group in clusters([t for _, t in pairs])]
         return units
 
     def _read(self, unit: Unit) -> list[pa.RecordBatch]:
-        task_reader, tasks = unit
         collected: list[pa.RecordBatch] = []
-        for task in tasks:
+        for task_reader, task in unit:
             try:
                 collected += task_reader.read(task)
             except Exception as exc:  # pyarrow and the file systems raise many types
@@ -98,7 +98,7 @@ class PartitionStream:
         while len(self._reading) < self.ahead and self._next < len(units):
             unit = units[self._next]
             self._next += 1
-            self._reading.append((len(unit[1]), self.pool.submit(functools.partial(self._read, unit))))
+            self._reading.append((len(unit), self.pool.submit(functools.partial(self._read, unit))))
 
     def _advance(self) -> bool:
         """Load the next non-empty batch; False once every file was read."""

@@ -6,9 +6,10 @@ Positions are raw offsets per partition (SEMANTICS section 7). A poll:
 1. auto-commits the positions of what earlier polls returned, when ``enable_auto_commit`` and its interval is up;
 2. settles the group when a heartbeat is due (``consumer.member``: revocations go through the rebalance listener
    before the partitions are released), and picks up topics created since, for a pattern subscription;
-3. serves the assigned, unpaused partitions in turn, a slice of each (at most ``max_partition_fetch_bytes`` and
-   a fair share of ``max_records``), starting one partition further at each poll, so no partition or topic
-   starves another;
+3. serves the assigned, unpaused partitions with records in turn, at most ``max_partition_fetch_bytes`` of each
+   per turn (Kafka's ``max.partition.fetch.bytes``) until ``max_records``, starting one partition further at each
+   poll: every partition with records is served within as many polls as the consumer has partitions, whatever
+   the others hold, and a large poll takes from each of them;
 4. with nothing to return, watches the topics whose fetches are read out and re-opens one only when an owned
    partition grew (``consumer.fetch``); then waits with back-off (``poll_backoff_ms``) until ``timeout_ms``.
 

@@ -106,18 +106,18 @@ class PollingMixin(ConsumerBase):
         return stream
 
     def _drain(self, limit: int) -> list[tuple[str, pa.RecordBatch]]:
-        """Serve the partitions in turn (``consumer.consumer``'s module docstring, point 3)."""
+        """Serve the partitions in turn, at most ``max_partition_fetch_bytes`` of each per turn, from the one after
+        where the last poll began (``consumer.consumer``'s module docstring, point 3)."""
         out: list[tuple[str, pa.RecordBatch]] = []
         active = [(tp, s) for tp in self._turns() if (s := self._stream(tp)) is not None and not s.exhausted]
         cap = self.max_partition_fetch_bytes
         positions = self.positions
         while limit > 0 and active:
-            share = max(1, -(-limit // len(active)))
             still = []
             for tp, stream in active:
                 if limit <= 0:
                     break
-                taken = stream.take(min(share, limit), cap)
+                taken = stream.take(limit, cap)
                 if taken is None:
                     position = positions.get(tp)
                     if position is not None and position < stream.end:

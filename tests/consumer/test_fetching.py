@@ -31,12 +31,15 @@ def test_two_topics_and_their_partitions_take_turns(lake: Lake) -> None:
     lake.create_topic("shop.busy", partitions=2)
     lake.create_topic("shop.quiet")
     for partition in (0, 1):
-        produce(lake.topic("shop.busy"), [ProducerRecord(b"k", b"x" * 100, partition=partition)] * 600)
+        produce(lake.topic("shop.busy"), [ProducerRecord(b"k", b"x" * 100, partition=partition)] * 6_000)
     produce_keys(lake, "shop.quiet", ["q"])
     with Consumer(lake, ["shop.busy", "shop.quiet"], group="g") as consumer:
-        first = consumer.poll_with_topics(max_records=100)
-        assert {(t, r.partition) for t, r in first} == {("shop.busy", 0), ("shop.busy", 1), ("shop.quiet", 0)}
-        assert len(first) == 100
+        polls = [consumer.poll_with_topics(max_records=100) for _ in range(3)]  # three partitions: three turns
+        assert [len(p) for p in polls] == [100, 100, 100]
+        assert {(t, r.partition) for p in polls for t, r in p} == {("shop.busy", 0), ("shop.busy", 1),
+                                                                    ("shop.quiet", 0)}
+        large = consumer.poll_with_topics(max_records=20_000)  # a poll larger than a turn takes from each
+        assert {(t, r.partition) for t, r in large} == {("shop.busy", 0), ("shop.busy", 1)}
         capped = Consumer(lake, "shop.busy", group="capped", max_partition_fetch_bytes=2_000)
         batches = capped.poll_batches(max_records=500)
         assert sum(b.num_rows for b in batches) == 500
