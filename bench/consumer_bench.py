@@ -48,46 +48,56 @@ def median_range(values: list[float]) -> dict[str, Any]:
             "max": round(max(values), 4), "runs": len(values)}
 
 
-def drain_reader(lake: Lake, name: str, compacted: bool) -> tuple[int, float, float]:
-    started = time.perf_counter()
+def drain_reader(lake: Lake, name: str, compacted: bool) -> tuple[int, float, float, float]:
+    """(records, seconds, CPU seconds of the process, seconds of fixed costs: none)."""
+    started, cpu = time.perf_counter(), time.process_time()
     count = sum(b.num_rows for b in TopicReader(lake, name, read_compacted=compacted).batches())
-    return count, time.perf_counter() - started, 0.0
+    return count, time.perf_counter() - started, time.process_time() - cpu, 0.0
 
 
-def drain_consumer(lake: Lake, name: str, compacted: bool, max_records: int, group: str) -> tuple[int, float, float]:
-    """(records, seconds of polling, seconds of the fixed costs: joining, committing and leaving)."""
+def drain_consumer(lake: Lake, name: str, compacted: bool, max_records: int,
+                   group: str) -> tuple[int, float, float, float]:
+    """(records, seconds of polling, CPU seconds of polling, seconds of the fixed costs: joining, committing and
+    leaving)."""
     total = 0
     started = time.perf_counter()
     consumer = Consumer(lake, name, group=group, read_compacted=compacted)
-    joined = time.perf_counter()
+    joined, cpu = time.perf_counter(), time.process_time()
     while batches := consumer.poll_batches(max_records=max_records):
         total += sum(b.num_rows for b in batches)
-    drained = time.perf_counter()
+    drained, cpu = time.perf_counter(), time.process_time() - cpu
     consumer.commit()
     consumer.close()
-    return total, drained - joined, (joined - started) + (time.perf_counter() - drained)
+    return total, drained - joined, cpu, (joined - started) + (time.perf_counter() - drained)
 
 
 def throughput(lake: Lake, name: str, compacted: bool, repeats: int) -> dict[str, Any]:
+    """Records/s of each way to drain the topic, interleaved run by run, and the ratios of the medians; also
+    the CPU seconds each took (all threads of the process: a figure a busy machine disturbs less)."""
     runs: dict[str, list[float]] = {"reader": [], "consumer_500": [], "consumer_100k": []}
+    cpu: dict[str, list[float]] = {label: [] for label in runs}
     fixed: list[float] = []
     counts: dict[str, int] = {}
     for repeat in range(repeats):  # interleaved, so machine noise hits all alike
-        figures: dict[str, Callable[[], tuple[int, float, float]]] = {
+        figures: dict[str, Callable[[], tuple[int, float, float, float]]] = {
             "reader": partial(drain_reader, lake, name, compacted),
             "consumer_500": partial(drain_consumer, lake, name, compacted, 500, f"t500-{compacted}-{repeat}"),
             "consumer_100k": partial(drain_consumer, lake, name, compacted, 100_000, f"t100k-{compacted}-{repeat}"),
         }
         for label, fn in figures.items():
-            counts[label], seconds, overhead = fn()
+            counts[label], seconds, cpu_seconds, overhead = fn()
             runs[label].append(counts[label] / seconds)
+            cpu[label].append(cpu_seconds)
             if label != "reader":
                 fixed.append(overhead)
     assert len(set(counts.values())) == 1, f"the drains returned different counts: {counts}"
-    reader = statistics.median(runs["reader"])
+    reader, reader_cpu = statistics.median(runs["reader"]), statistics.median(cpu["reader"])
     return {"records": counts["reader"], **{f"{k}_records_per_s": median_range(v) for k, v in runs.items()},
             "ratio_500": round(statistics.median(runs["consumer_500"]) / reader, 3),
             "ratio_100k": round(statistics.median(runs["consumer_100k"]) / reader, 3),
+            **{f"{k}_cpu_s": median_range(v) for k, v in cpu.items()},
+            "cpu_ratio_500": round(reader_cpu / statistics.median(cpu["consumer_500"]), 3),
+            "cpu_ratio_100k": round(reader_cpu / statistics.median(cpu["consumer_100k"]), 3),
             "join_commit_close_ms": median_range([f * 1000 for f in fixed])}
 
 
