@@ -2,8 +2,8 @@
 
 Each object is one file whose first line is its version. A conditional write takes the object's lock file
 (``flock``), checks the version is still the one the writer read, and replaces the file by an atomic rename of a
-fully written temporary file, so readers (who take no lock) see the old object or the new one, never a part of
-either. Locks are the host's: a directory fences the processes of one host. The clock is the file system's,
+fully written temporary file (the file and then the directory synced to disk), so readers (who take no lock)
+see the old object or the new one, never a part of either, and a write that returned survives a crash. Locks are the host's: a directory fences the processes of one host. The clock is the file system's,
 the modification time of a file written just then.
 """
 
@@ -64,6 +64,7 @@ class LocalObjects:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, path)
+            _sync_directory(self.root)  # the rename itself is durable before the write counts as done
         return True
 
     def delete(self, key: str, tag: str) -> bool:
@@ -72,6 +73,7 @@ class LocalObjects:
             if self._read(path)[1] != tag:
                 return False
             path.unlink()
+            _sync_directory(self.root)
         return True
 
     def names(self) -> list[str]:
@@ -82,3 +84,11 @@ class LocalObjects:
         with open(probe, "wb") as out:
             out.write(b"t")
         return os.stat(probe).st_mtime_ns // 1_000_000
+
+
+def _sync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
