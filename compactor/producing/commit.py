@@ -5,9 +5,9 @@ A batch is staged first (its data files written with offsets ``N_p + rank``: ``p
 (``producing.replay.start``). Then, per attempt, against one metadata version ``V`` (the planned one first):
 
 1. if ``V`` is newer than the planned version and the batch carries an id, the id is looked up again in
-   ``V``'s batch-id record (``producing.replay``: another sender of the id may have committed in between);
-   found within ``producer.id.expiration.ms``, the staged files are discarded and the original placement
-   returned;
+   ``V``'s batch-id record (``batch_ids.committed_batch``: another sender of the id may have committed in
+   between, see ``producing.replay``); found within ``producer.id.expiration.ms``, the staged files are
+   discarded and the original batch's entry returned, as a replay;
 2. a mirror batch must start exactly at each ``N_p``; any other batch has its files rebased to ``N_p``;
 3. one commit (``iceberg.commits.commit``) adds the append snapshot (``iceberg.snapshots.build_append``),
    moves ``main`` **only if ``main`` is still ``V``'s**, sets the new ``N_p``, log bytes and batch-id record,
@@ -38,9 +38,9 @@ from compactor.iceberg.catalog import first_line
 from compactor.iceberg.commits import RefMove, commit
 from compactor.iceberg.snapshots import build_append
 from compactor.iceberg.storage import delete_uncommitted
-from compactor.producing.batch_ids import BatchEntry, BatchIdRecord
-from compactor.producing.plan import mirror_error
-from compactor.producing.replay import BatchStart, find_committed
+from compactor.producing.batch_ids import BatchEntry, BatchIdRecord, committed_batch
+from compactor.producing.partitioning import mirror_error
+from compactor.producing.replay import BatchStart
 from compactor.topics.state import encode_offsets, read_offsets
 from compactor.topics.topic import Topic
 from compactor.topics.window import SnapshotWindow
@@ -120,7 +120,7 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit,
     state = read_offsets(properties)
     if (batch.batch_id is not None and not batch.fresh_id
             and table.metadata_location != planned.table.metadata_location):  # see step 1 of the module docstring
-        found = find_committed(table, batch.batch_id, batch.now_ms, window_ms)
+        found = committed_batch(table, batch.batch_id, batch.now_ms, window_ms)
         if found is not None:
             batch.staged.discard()
             return found, None

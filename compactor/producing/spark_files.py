@@ -22,23 +22,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
-from pyiceberg.typedef import Record
 
 from compactor import schema as ts
 from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.manifests import topic_data_file
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
-from compactor.producing.spark_columns import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.producing.spark_stage import Counts, bad_row
+from compactor.spark.udf import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic
 from compactor.workers import pool
@@ -140,8 +135,7 @@ class SparkFiles:
 
     def _jvm_name(self) -> str:
         """The topic's table as the session's Iceberg catalog names it."""
-        parts = (self.lake.config.catalog_name, *self.topic.name.namespace, self.topic.name.topic)
-        return ".".join(f"`{part}`" for part in parts)
+        return self.topic.name.spark_identifier(self.lake.config.catalog_name)
 
     def discard(self) -> None:
         delete_uncommitted(self.topic.table.io, [f.file_path for f in self._files])
@@ -160,15 +154,7 @@ def _data_file(table: Table, path: str, partition: int, rows: int, size: int) ->
         metadata = pq.read_metadata(stream)
     if metadata.num_rows != rows:
         raise InputError(f"the new data file {path} holds {metadata.num_rows} rows, its writer wrote {rows}")
-    statistics = data_file_statistics_from_parquet_metadata(
-        parquet_metadata=metadata,
-        stats_columns=compute_statistics_plan(ts.TOPIC_SCHEMA, table.metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(ts.TOPIC_SCHEMA),
-    )
-    return DataFile.from_args(
-        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET, partition=Record(partition),
-        file_size_in_bytes=size, sort_order_id=None, spec_id=table.metadata.default_spec_id, equality_ids=None,
-        key_metadata=None, **statistics.to_serialized_dict())
+    return topic_data_file(table, path, partition, size, metadata)
 
 
 def check_files(files: list[DataFile], base: np.ndarray, counts: np.ndarray, table: Table) -> None:

@@ -1,5 +1,6 @@
-"""The compaction strategies in Spark: each record's rank, the winner of each key, and the contest of a new
-range's winners with the compacted view's rows (``topics.strategy`` states the rules; this is their Spark form).
+"""Phase 1 under a compaction strategy other than offset, as pure DataFrame logic: each record's rank, the winner
+of each key, and the contest of a new range's winners with the compacted view's rows (``topics.strategy`` states
+the rules; this is their Spark form).
 
 A rank ``(has value, value, offset)`` is carried as two columns: ``RANKED`` (whether the record has a value)
 and ``SCORE``, the exact number ``value * 2^63 + offset`` as a ``DECIMAL(38, 0)`` (a signed 64-bit value times
@@ -23,9 +24,21 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from compactor.compaction.phase1 import WORD_BITS, WORD_SHIFT
-from compactor.compaction.scratch import FILE_PATH, MASK, POS, WORD
-from compactor.schema import DELETE_HORIZON, HEADERS, KEY, OFFSET, PARTITION, RECORD_BYTES, TIMESTAMP
+from compactor.compaction.phase1.latest import offset_bit
+from compactor.schema import (
+    DELETE_HORIZON,
+    FILE_PATH,
+    HEADERS,
+    KEY,
+    MASK,
+    OFFSET,
+    PARTITION,
+    POS,
+    RECORD_BYTES,
+    TIMESTAMP,
+    WORD,
+    WORD_SHIFT,
+)
 from compactor.topics.strategy import HEADER_STRATEGY, LONG_BYTES, TIMESTAMP_STRATEGY, Strategy
 
 LOST = "__compactor_lost"
@@ -161,7 +174,7 @@ def beats_view() -> Column:
 def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, hash_keys: bool) -> DataFrame:
     """The range winners ``(partition, key, offset)`` with ``LOST`` (the view's row of the key outranks
     the winner, which is then neither appended nor allowed to remove the view's row) and, where the winner
-    supersedes a compacted row, that row's position and bookkeeping (``scratch.CONTEST_SCHEMA``'s columns): one
+    supersedes a compacted row, that row's position and bookkeeping (``schema.CONTEST_SCHEMA``'s columns): one
     narrow pass over the view serves the contest and the position deletes alike."""
     view = view_rows.where(F.col(KEY).isNotNull()).select(PARTITION, KEY, *rank_inputs(strategy), DELETE_HORIZON,
                                                            RECORD_BYTES, "_file", "_pos")
@@ -178,10 +191,10 @@ def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, has
 
 
 def contest_scratch_rows(contested: DataFrame) -> DataFrame:
-    """The scratch table's rows (``scratch.CONTEST_SCHEMA``) of contested winners: per word a mask row with the
+    """The scratch table's rows (``schema.CONTEST_SCHEMA``) of contested winners: per word a mask row with the
     bits of the winners that beat the view (a word whose keys all lost keeps a zero mask, so that phase 2 still
     reads its range), and per such winner a key row with the compacted row it supersedes, if any."""
-    bit = F.when(~F.col(LOST), F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))"))
+    bit = F.when(~F.col(LOST), offset_bit())
     fields = (KEY, FILE_PATH, POS, DELETE_HORIZON, RECORD_BYTES)
     entry = F.when(~F.col(LOST), F.struct(*fields))
     words = (contested.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD),
