@@ -2,7 +2,7 @@
 
 Columns: ``key``, ``value`` (binary or string) and optionally ``partition``, ``timestamp_ms`` (long or
 timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors runs in
-the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``producing.spark_columns``, built by the
+the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``spark.udf``, built by the
 set-up into ``compactor-udf.jar``); no Python runs there.
 
 **Order.** Offsets follow the DataFrame's own order: Spark partition by Spark partition, rows in order within
@@ -193,7 +193,8 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
                     "its keys were counted; counting again with every column")
         counted = _count(frame, partitions, max_bytes, headers=headers, values=True)
         stage = _write(lake, target, frame, counted, now, max_bytes)
-    batch = BatchCommit(stage, counted.counts, stage.sizes, batch_id, now, "produce-dataframe")
+    batch = BatchCommit(stage, tuple(stage.data_files), stage.base, counted.counts, stage.sizes, batch_id, now,
+                        "produce-dataframe")
     # Spark's write takes long: the commit starts from a fresh read of the topic
     entry, duplicate, attempts = commit_batch(target, batch, planned, max_attempts=max_attempts, refresh_first=True)
     return landed_summary(entry, duplicate, attempts, counted.counts)

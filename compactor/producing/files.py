@@ -234,9 +234,6 @@ class StagedFiles:
         self.rebase(table, base)
         return self.data_files
 
-    def staged_base(self) -> np.ndarray:
-        return self.base
-
     def rebase(self, table: Table, new_base: Sequence[int] | np.ndarray) -> None:
         """Shift every partition's offsets to start at ``new_base[p]``, rewriting its files in chunks."""
         target = np.asarray(new_base, np.int64)

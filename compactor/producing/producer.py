@@ -11,7 +11,7 @@ Three ways in, one path:
 ``produce_stream`` is the path, one stage after the other, each entered once: the topic is read once and the
 batch's start decided (``producing.replay``: ``N_p``, round-robin start, a replayed batch id); each chunk, already
 normalised by its input format (``producing.arrow_input``, ``producing.jsonl``), is validated
-(``producing.validation``), placed (``producing.placing``: murmur2 or round-robin partitions, ranks within
+(``producing.validation``), placed (``producing.partitioning``: murmur2 or round-robin partitions, ranks within
 partitions) and written into the batch's data files (``producing.files``); then one conditional commit
 (``producing.commit``) makes the files visible with the new ``N_p``; the result is resolved from the
 placements (``producing.produced``; a replay's too). A bad row rejects the whole batch, naming its row (or line),
@@ -101,7 +101,8 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
     if replaying is not None or plan.records == 0:
         files.discard()
         return ProduceResult.landed(replaying, True, 0, placements, partitions, planned.rr_start, now)
-    batch = BatchCommit(files, plan.counts, plan.sizes, batch_id, now, operation, keep_offsets, fresh_id)
+    batch = BatchCommit(files, tuple(files.data_files), files.base.copy(), plan.counts, plan.sizes, batch_id, now,
+                        operation, keep_offsets, fresh_id)
     entry, duplicate, attempts = commit_batch(topic, batch, planned, max_attempts=max_attempts,
                                               refresh_first=time.monotonic() - started > STALE_AFTER_S)
     return ProduceResult.landed(entry, duplicate, attempts, placements, partitions, planned.rr_start, now)
@@ -126,8 +127,9 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], *, batch_id: str | 
     """Append ``ProducerRecord`` objects as one atomic batch (errors name ``line_numbers[i]`` when given)."""
     rows = RowNumbers(lines=np.asarray(line_numbers, np.int64), unit="line") if line_numbers is not None \
         else RowNumbers(unit="line")
-    chunk = [(normalise(records_to_batch(records), rows), rows)] if records else []
-    return produce_stream(topic, chunk, batch_id=batch_id, now_ms=now_ms, max_attempts=max_attempts).materialise()
+    # normalised as the one chunk of the stream, like every other input (after the batch's start)
+    chunks = ((normalise(records_to_batch(records), rows), rows) for _ in range(1 if records else 0))
+    return produce_stream(topic, chunks, batch_id=batch_id, now_ms=now_ms, max_attempts=max_attempts).materialise()
 
 
 def assign_partitions(records: Sequence[ProducerRecord], partitions: int, rr_start: int) -> list[int]:

@@ -69,20 +69,19 @@ class SparkFiles:
         self.sizes = np.zeros(len(counted.counts), np.int64)
         self.now_ms = now_ms
         self.max_message_bytes = max_message_bytes
-        self._base: np.ndarray | None = None
-        self._files: list[DataFile] = []
-
-    def staged_base(self) -> np.ndarray:
-        return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
+        self.base = np.full(len(counted.counts), -1, np.int64)  # the base offsets of ``data_files`` (-1: none yet)
+        self.data_files: list[DataFile] = []
 
     def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        """The batch's files with offsets starting at ``base[p]``: written by Spark's tasks (again, if they were
+        written for other base offsets)."""
         touched = np.nonzero(self.counts)[0]
-        if self._base is not None and np.array_equal(self._base[touched], base[touched]):
-            return self._files
+        if np.array_equal(self.base[touched], base[touched]):
+            return self.data_files
         self.discard()
-        self._files = self._write(table, base)
-        self._base = base.copy()
-        return self._files
+        self.data_files = self._write(table, base)
+        self.base = base.copy()
+        return self.data_files
 
     def rows(self, base: np.ndarray) -> DataFrame:
         """The batch's rows as the topic's columns, with offsets from ``base`` (in each task's row order), then
@@ -138,9 +137,9 @@ class SparkFiles:
         return self.topic.name.spark_identifier(self.lake.config.catalog_name)
 
     def discard(self) -> None:
-        delete_uncommitted(self.topic.table.io, [f.file_path for f in self._files])
-        self._files = []
-        self._base = None
+        delete_uncommitted(self.topic.table.io, [f.file_path for f in self.data_files])
+        self.data_files = []
+        self.base = np.full(len(self.counts), -1, np.int64)
 
 
 def _parse(line: str) -> tuple[str, int, int, int, int]:
