@@ -24,21 +24,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from compactor import schema as ts  # the scratch table's layout: ts.WORD, ts.MASK, ts.FILE_PATH, ts.POS
 from compactor.compaction.phase1.latest import offset_bit
-from compactor.schema import (
-    DELETE_HORIZON,
-    FILE_PATH,
-    HEADERS,
-    KEY,
-    MASK,
-    OFFSET,
-    PARTITION,
-    POS,
-    RECORD_BYTES,
-    TIMESTAMP,
-    WORD,
-    WORD_SHIFT,
-)
+from compactor.schema import DELETE_HORIZON, HEADERS, KEY, OFFSET, PARTITION, RECORD_BYTES, TIMESTAMP
 from compactor.topics.strategy import HEADER_STRATEGY, LONG_BYTES, TIMESTAMP_STRATEGY, Strategy
 
 LOST = "__compactor_lost"
@@ -52,7 +40,7 @@ PRESENT = "__compactor_present"
 RAW = "__compactor_raw"
 LONG_LIMIT = (1 << 63) - 1
 SCORE_TYPE = "decimal(38,0)"
-ENTRY_TYPE = (f"struct<{KEY}:binary,{FILE_PATH}:string,{POS}:bigint,{DELETE_HORIZON}:bigint,"
+ENTRY_TYPE = (f"struct<{KEY}:binary,{ts.FILE_PATH}:string,{ts.POS}:bigint,{DELETE_HORIZON}:bigint,"
               f"{RECORD_BYTES}:bigint>")
 SHIFT = 1 << 63
 DECIMAL_TEXT = "^[+-]?[0-9]+\\z"  # Java's \z: no line terminator may follow (its $ would allow one)
@@ -186,7 +174,7 @@ def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, has
     supersedes = beats_view() & F.col(VIEW_RANKED).isNotNull()
     return joined.select(PARTITION, KEY, OFFSET, (~beats_view()).alias(LOST),
                          *(F.when(supersedes, F.col(source)).alias(target) for source, target in (
-                             ("_file", FILE_PATH), ("_pos", POS), (DELETE_HORIZON, DELETE_HORIZON),
+                             ("_file", ts.FILE_PATH), ("_pos", ts.POS), (DELETE_HORIZON, DELETE_HORIZON),
                              (RECORD_BYTES, RECORD_BYTES))))
 
 
@@ -195,14 +183,15 @@ def contest_scratch_rows(contested: DataFrame) -> DataFrame:
     bits of the winners that beat the view (a word whose keys all lost keeps a zero mask, so that phase 2 still
     reads its range), and per such winner a key row with the compacted row it supersedes, if any."""
     bit = F.when(~F.col(LOST), offset_bit())
-    fields = (KEY, FILE_PATH, POS, DELETE_HORIZON, RECORD_BYTES)
+    fields = (KEY, ts.FILE_PATH, ts.POS, DELETE_HORIZON, RECORD_BYTES)
     entry = F.when(~F.col(LOST), F.struct(*fields))
-    words = (contested.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD),
-                              F.coalesce(bit, F.lit(0).cast("bigint")).alias(MASK), entry.alias("entry"))
-             .groupBy(PARTITION, WORD)
-             .agg(F.bit_or(MASK).alias(MASK), F.collect_list("entry").alias("entries")))  # skips lost keys
+    words = (contested.select(PARTITION, F.shiftright(F.col(OFFSET), ts.WORD_SHIFT).alias(ts.WORD),
+                              F.coalesce(bit, F.lit(0).cast("bigint")).alias(ts.MASK), entry.alias("entry"))
+             .groupBy(PARTITION, ts.WORD)
+             .agg(F.bit_or(ts.MASK).alias(ts.MASK), F.collect_list("entry").alias("entries")))  # skips lost keys
     empty = F.lit(None).cast(ENTRY_TYPE)
-    exploded = words.select(PARTITION, WORD, MASK, F.explode(F.concat(F.array(empty), F.col("entries"))).alias("e"))
+    exploded = words.select(PARTITION, ts.WORD, ts.MASK,
+                            F.explode(F.concat(F.array(empty), F.col("entries"))).alias("e"))
     mask_row = F.col("e").isNull()
-    return exploded.select(PARTITION, F.when(mask_row, F.col(WORD)).alias(WORD),
-                           F.when(mask_row, F.col(MASK)).alias(MASK), *(F.col("e")[f].alias(f) for f in fields))
+    return exploded.select(PARTITION, F.when(mask_row, F.col(ts.WORD)).alias(ts.WORD),
+                           F.when(mask_row, F.col(ts.MASK)).alias(ts.MASK), *(F.col("e")[f].alias(f) for f in fields))
