@@ -6,7 +6,9 @@ set says so) into one folder, ``<dest>/<set>/``:
 * ``spark``: Iceberg's Spark runtime and the JDBC drivers of the SQL catalogs (every Spark session);
 * ``s3``: S3A (``hadoop-aws`` of PySpark's Hadoop client version, with the AWS SDK it was built against);
 * ``kafka``: Kafka's broker and tools (tests and the demo: ``infra/kafka-server.sh``);
-* ``rest``: Iceberg's REST catalog test server and what it runs on (tests: ``infra/rest-catalog-server.sh``).
+* ``rest``: Iceberg's REST catalog test server and what it runs on (tests: ``infra/rest-catalog-server.sh``);
+* ``connect``: a Kafka Connect worker (tests: ``infra/kafka-connect.sh``), and ``iceberg-sink``: Iceberg's
+  Kafka Connect sink with its transforms, the plugin that worker loads.
 
 Every jar a resolution yields must be listed in ``infra/jars.lock`` with its coordinate and SHA-256, and
 nothing else may appear: a changed resolution stops the set-up instead of installing unreviewed jars
@@ -67,6 +69,15 @@ SETS: dict[str, JarSet] = {
                     "org.slf4j:slf4j-simple:2.0.17",
                     SQLITE_JDBC),
                    transitive=True, why="Iceberg's REST catalog test server, for tests"),
+    "connect": JarSet((f"org.apache.kafka:connect-runtime:{KAFKA}", "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"),
+                      transitive=True, why="a Kafka Connect worker, for tests"),
+    "iceberg-sink": JarSet((f"org.apache.iceberg:iceberg-kafka-connect:{ICEBERG}",
+                            f"org.apache.iceberg:iceberg-kafka-connect-transforms:{ICEBERG}",
+                            f"org.apache.iceberg:iceberg-parquet:{ICEBERG}",
+                            f"org.apache.hadoop:hadoop-client-api:{HADOOP}",
+                            f"org.apache.hadoop:hadoop-client-runtime:{HADOOP}",
+                            SQLITE_JDBC, POSTGRES_JDBC),
+                           transitive=True, why="Iceberg's Kafka Connect sink (a Connect plugin), for tests"),
 }
 
 

@@ -4,10 +4,11 @@
 # in infra/jars.lock (infra/jars.py; Maven and the JDK's javac come from Debian if missing), and the project's
 # compiled Spark functions.
 #
-# Usage: infra/setup.sh [--s3] [--kafka] [--rest] [--all]
+# Usage: infra/setup.sh [--s3] [--kafka] [--rest] [--connect] [--all]
 #   --s3      also the S3A jars (hadoop-aws, the AWS SDK bundle; ~280 MB), needed for s3:// warehouses
 #   --kafka   also a Kafka broker's jars (infra/kafka-server.sh: tests and the demo)
 #   --rest    also Iceberg's REST catalog test server (infra/rest-catalog-server.sh: tests)
+#   --connect also a Kafka Connect worker with Iceberg's sink (infra/kafka-connect.sh: tests)
 #   --all     all of the above (the test suite's set-up)
 #
 # Idempotent: every step checks a stamp and does nothing when it is already done.
@@ -20,9 +21,10 @@ JAR_SETS=()
 for arg in "$@"; do
   case "$arg" in
     --s3|--kafka|--rest) JAR_SETS+=(--set "${arg#--}") ;;
-    --all) JAR_SETS+=(--set s3 --set kafka --set rest) ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "setup: unknown argument '$arg' (expected --s3, --kafka, --rest or --all)" >&2; exit 2 ;;
+    --connect) JAR_SETS+=(--set connect --set iceberg-sink) ;;
+    --all) JAR_SETS+=(--set s3 --set kafka --set rest --set connect --set iceberg-sink) ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$arg' (expected --s3, --kafka, --rest, --connect or --all)" >&2; exit 2 ;;
   esac
 done
 

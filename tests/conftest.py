@@ -82,7 +82,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 NO_JVM_HOME = "/nonexistent/tests-without-the-spark-marker-must-not-start-a-JVM"
 SPARK_FIXTURE = "spark_session"  # ``spark`` and every fixture built on it request this one
-JVM_SERVER_FIXTURES = {"kafka_broker": "kafka", "rest_catalog": "rest"}  # fixture -> marker (tests/servers.py)
+# fixture -> marker (tests/servers.py); the Connect worker runs on the broker
+JVM_SERVER_FIXTURES = {"kafka_broker": "kafka", "kafka_connect": "kafka", "rest_catalog": "rest"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,7 +1,8 @@
 """The JVM servers the tests need, started by the project's own scripts and stopped by their process ids.
 
 * ``kafka_broker``: one Kafka broker for the whole test run (``infra/kafka-server.sh``);
-* ``rest_catalog``: one Iceberg REST catalog server for the whole test run (``infra/rest-catalog-server.sh``).
+* ``rest_catalog``: one Iceberg REST catalog server for the whole test run (``infra/rest-catalog-server.sh``);
+* ``kafka_connect``: one Kafka Connect worker with Iceberg's sink on that broker (``infra/kafka-connect.sh``).
 
 Both are session-scoped; conftest.py puts every test that uses them on the worker that holds the SparkSession
 (one xdist group), so a parallel run still starts one of each. A missing jar set is an error that names the
@@ -36,7 +37,8 @@ def start_server(script: str, directory: Path, *args: str, env: Mapping[str, str
     first = done.stdout.splitlines()[0]
     name, _, value = first.partition("=")
     assert name == key, f"infra/{script} printed {first!r} first, expected {key}=..."
-    pid_file = {"kafka-server.sh": "kafka.pid", "rest-catalog-server.sh": "rest.pid"}[script]
+    pid_file = {"kafka-server.sh": "kafka.pid", "rest-catalog-server.sh": "rest.pid",
+                "kafka-connect.sh": "connect.pid"}[script]
     return value, int((directory / pid_file).read_text())
 
 
@@ -89,6 +91,27 @@ class RestCatalog:
         partial.replace(path)
 
 
+@dataclass(frozen=True)
+class KafkaConnect:
+    """A running Kafka Connect worker: its REST API's URL, directory and process id."""
+
+    url: str
+    directory: Path
+    pid: int
+
+    def request(self, method: str, path: str, body: object = None) -> object:
+        """One call of the worker's REST API; the decoded JSON answer (None when empty)."""
+        import json
+        import urllib.request
+
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            text = answer.read()
+        return json.loads(text) if text else None
+
+
 # Broker settings for tests: the log cleaner looks for work every 200 ms instead of every 15 s, so that a test
 # waits for Kafka's own compaction in seconds.
 KAFKA_TEST_CONFIG = ("log.cleaner.backoff.ms=200",)
@@ -115,5 +138,15 @@ def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCatal
         yield RestCatalog(uri, directory, directory / "warehouse", pid, secrets["REST_CATALOG_TOKEN"],
                           secrets["REST_CATALOG_READ_TOKEN"], secrets["REST_CATALOG_CLIENT_ID"],
                           secrets["REST_CATALOG_CLIENT_SECRET"])
+    finally:
+        stop_server(pid)
+
+
+@pytest.fixture(scope="session")
+def kafka_connect(kafka_broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnect]:
+    directory = tmp_path_factory.mktemp("kafka-connect")
+    url, pid = start_server("kafka-connect.sh", directory, "--bootstrap", kafka_broker.bootstrap, key="url")
+    try:
+        yield KafkaConnect(url, directory, pid)
     finally:
         stop_server(pid)

@@ -34,7 +34,7 @@ def test_the_session_jars_are_the_pinned_ones() -> None:
     lock = infra_jars().read_lock()
     assert {e.filename for e in lock["spark"]} == set(spark_jars.SPARK_JARS)
     assert {e.filename for e in lock["s3"]} == set(spark_jars.S3A_JARS)
-    assert set(lock) == {"spark", "s3", "kafka", "rest"}
+    assert set(lock) == {"spark", "s3", "kafka", "rest", "connect", "iceberg-sink"}
     for entries in lock.values():
         for entry in entries:
             assert len(entry.coordinate.split(":")) in (3, 4) and len(entry.sha256) == 64
@@ -78,7 +78,8 @@ def test_a_set_is_installed_only_when_its_folder_differs_from_the_lock(tmp_path:
 def test_a_second_set_up_run_does_nothing() -> None:
     """The installed sets match the lock: running the jar step again resolves nothing and builds nothing."""
     done = subprocess.run([sys.executable, str(ROOT / "infra" / "jars.py"), "--dest", str(spark_jars.jars_dir()),
-                           "--cache", str(ROOT / ".cache" / "m2"), "--set", "s3", "--set", "kafka", "--set", "rest"],
+                           "--cache", str(ROOT / ".cache" / "m2"), *(a for name in ("s3", "kafka", "rest", "connect",
+                                                                             "iceberg-sink") for a in ("--set", name))],
                           check=False, capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr

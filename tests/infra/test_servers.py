@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import ROOT, KafkaBroker, RestCatalog
+from tests.servers import ROOT, KafkaBroker, KafkaConnect, RestCatalog
 
 pytestmark = pytest.mark.spark  # JVM servers (conftest adds it from the fixtures as well)
 
@@ -76,19 +76,33 @@ def test_the_rest_catalog_serves_iceberg_on_loopback_only_and_checks_credentials
     assert addresses and all("127.0.0.1" in a for a in addresses), addresses
 
 
+def test_the_connect_worker_loads_icebergs_sink_and_listens_on_loopback_only(kafka_connect: KafkaConnect) -> None:
+    plugins = kafka_connect.request("GET", "/connector-plugins?connectorsOnly=false")
+    assert isinstance(plugins, list)
+    classes = {plugin["class"] for plugin in plugins}
+    assert "org.apache.iceberg.connect.IcebergSinkConnector" in classes
+    assert "org.apache.iceberg.connect.transforms.KafkaMetadataTransform" in classes
+    assert "org.apache.iceberg.connect.transforms.DebeziumTransform" in classes
+    addresses = listening_addresses(kafka_connect.pid)
+    assert addresses and all("127.0.0.1" in a for a in addresses), addresses
+
+
 @pytest.mark.parametrize(("script", "pid_file"), [("kafka-server.sh", "kafka.pid"),
-                                                  ("rest-catalog-server.sh", "rest.pid")])
+                                                  ("rest-catalog-server.sh", "rest.pid"),
+                                                  ("kafka-connect.sh", "connect.pid")])
 def test_a_second_server_for_one_directory_is_refused(script: str, pid_file: str, kafka_broker: KafkaBroker,
-                                                       rest_catalog: RestCatalog) -> None:
-    directory = kafka_broker.directory if script == "kafka-server.sh" else rest_catalog.directory
-    done = subprocess.run([str(ROOT / "infra" / script), str(directory)], check=False, capture_output=True,
+                                                       rest_catalog: RestCatalog, kafka_connect: KafkaConnect) -> None:
+    directory = {"kafka-server.sh": kafka_broker.directory, "rest-catalog-server.sh": rest_catalog.directory,
+                 "kafka-connect.sh": kafka_connect.directory}[script]
+    args = ["--bootstrap", kafka_broker.bootstrap] if script == "kafka-connect.sh" else []
+    done = subprocess.run([str(ROOT / "infra" / script), str(directory), *args], check=False, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 1 and done.stdout == ""
     assert "already runs" in done.stderr
     assert (directory / pid_file).exists()  # the running server's id is kept
 
 
-@pytest.mark.parametrize("script", ["kafka-server.sh", "rest-catalog-server.sh"])
+@pytest.mark.parametrize("script", ["kafka-server.sh", "rest-catalog-server.sh", "kafka-connect.sh"])
 def test_usage_errors_exit_2(script: str, tmp_path: Path) -> None:
     for args in ([], [str(tmp_path), "--no-such-option"]):
         done = subprocess.run([str(ROOT / "infra" / script), *args], check=False, capture_output=True, text=True,
