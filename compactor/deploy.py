@@ -38,7 +38,7 @@ SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
 
 def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]:
     """The jars ``spark-submit --jars`` ships for ``config`` (from ``infra/setup.sh --s3``'s jar directory)."""
-    return required_jars(s3=config.is_s3, postgres=not config.catalog.is_sqlite, directory=directory, check=False)
+    return required_jars(s3=config.is_s3, directory=directory, check=False)
 
 
 def spark_conf(config: LakeConfig) -> dict[str, str]:

@@ -123,7 +123,7 @@ def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = 
             if key not in existing:
                 builder = builder.config(key, value)
     try:
-        jars = required_jars(s3=config.is_s3, postgres=not config.catalog.is_sqlite)
+        jars = required_jars(s3=config.is_s3)
     except Exception:
         if not under_submit:
             raise

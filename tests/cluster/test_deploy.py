@@ -29,10 +29,10 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
     assert "spark.hadoop.fs.s3a.endpoint=http://minio:9000" in command
     assert "spark.hadoop.fs.s3a.path.style.access=true" in command
     jars = command[command.index("--jars") + 1].split(",")
-    assert [Path(j).name for j in jars] == ["iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
-                                             "iceberg-shaded-jackson-2.15.2.jar", "compactor-udf.jar",
-                                             "hadoop-aws-3.3.1.jar",
-                                             "aws-java-sdk-bundle-1.11.901.jar", "postgresql.jar"]
+    assert [Path(j).name for j in jars] == ["iceberg-spark-runtime-3.5_2.12-1.10.1.jar", "compactor-udf.jar",
+                                             "hadoop-aws-3.3.4.jar", "aws-java-sdk-bundle-1.12.262.jar",
+                                             "wildfly-openssl-1.0.7.Final.jar", "sqlite-jdbc-3.50.3.0.jar",
+                                             "postgresql-42.7.7.jar"]
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
     assert command[-2:] == ["compact", "shop.orders"]
     assert command[-4:-2] == ["--catalog-uri", "postgresql://compactor@postgres:5432/catalog"]
@@ -46,7 +46,7 @@ def test_deploy_cli_requires_a_verb(capsys: pytest.CaptureFixture[str]) -> None:
     assert deploy_main(["--master", "local[1]", "--warehouse", "/tmp/w", "--conf", "spark.executor.memory=2g",
                         "--conf", "spark.executor.cores=2", "--", "compact", "a.b"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("spark-submit") and "sqlite-jdbc.jar" in out and "hadoop-aws" not in out
+    assert out.startswith("spark-submit") and "sqlite-jdbc-3.50.3.0.jar" in out and "hadoop-aws" not in out
     assert "--conf spark.executor.memory=2g" in out and "--conf spark.executor.cores=2" in out
     with pytest.raises(SystemExit):
         deploy_main(["--master", "local", "--warehouse", "/tmp/w", "--conf", "no-equals-sign", "--", "compact", "a.b"])
