@@ -1,7 +1,7 @@
 """The files of a DataFrame batch, written by Spark's tasks straight into the topic's data directory.
 
 Each Spark task numbers its rows per topic partition as they stream by, from the first offsets of its (Spark
-partition, topic partition) cells (``spark_columns.task_offset``: no shuffle, no sort, an array index per row).
+partition, topic partition) cells (``spark.udf.task_offset``: no shuffle, no sort, an array index per row).
 The compiled ``compactor.udf.TopicFiles`` then writes, per topic partition a task holds, one Parquet file through
 Iceberg's own Parquet writer (the topic's schema and field ids, its write properties and metrics settings),
 routing each row by its partition column: no partition key and no writer lookup per row, as Iceberg's partitioned
