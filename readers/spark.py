@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Unpack
 from compactor import schema as ts
 from compactor.iceberg.bounds import task_range
 from compactor.spark.active import active_session
-from compactor.spark.columns import offset_ranges
+from compactor.spark.expressions import offset_ranges
 from compactor.topics.naming import TopicName
 from readers.pinned import Segment
 from readers.reader import ReaderOptions, TopicReader

@@ -31,9 +31,10 @@ from compactor import failpoints
 from compactor import properties as props
 from compactor.clock import resolve_now_ms, wall_clock_ms
 from compactor.compaction.horizons import RawSnapshotView
-from compactor.compaction.lease import live_runs, run_id_of
+from compactor.compaction.lease import is_stale, live_runs
 from compactor.compaction.scratch import drop_stale_scratch
-from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
+from compactor.compaction.staging import stage_mark
+from compactor.cursor import CompactedState, Cursor, load_compacted, retained_cursors, tagged_cursor
 from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import send_transaction
@@ -118,9 +119,9 @@ class RetentionPass:
         self.progress.summary(
             f"{'would remove' if self.dry_run else 'removed'} {result.removed_records} records in "
             f"{result.removed_files} raw files, expired {result.expired_snapshots} snapshots, "
-            f"deleted {result.deleted_files} files", removed_records=result.removed_records,
-            removed_files=result.removed_files, removed_bytes=result.removed_bytes,
-            expired_snapshots=result.expired_snapshots)
+            f"deleted {result.deleted_files} files", metric="retention", dry_run=self.dry_run,
+            removed_records=result.removed_records, removed_files=result.removed_files,
+            removed_bytes=result.removed_bytes, expired_snapshots=result.expired_snapshots)
         return result
 
     # --- 1. raw prefix removal ------------------------------------------------------------------------
@@ -181,7 +182,7 @@ class RetentionPass:
         if self.dry_run:
             return CompactedTrim(applies=True, trim_before_ms=limit, reason="dry run: compacted rows older than "
                                  "retention.ms may exist (a run would remove them)")
-        from compactor.compaction.job import TwoPhaseCompactor
+        from compactor.compaction.job import TwoPhaseCompactor  # imports pyspark: only a trim needs it
 
         outcome = TwoPhaseCompactor(self.lake, self.name, now_ms=self.now, trim_before_ms=limit).run()
         return CompactedTrim(applies=True, committed=outcome.committed, trim_before_ms=limit,
@@ -239,16 +240,10 @@ class RetentionPass:
         keep = {c.snapshot_id for c in retained}
         stale: list[str] = []
         for ref in state.table.metadata.refs:
-            if ref.startswith(TAG_PREFIX):
-                try:
-                    if int(ref[len(TAG_PREFIX):]) not in keep:
-                        stale.append(ref)
-                except ValueError:
-                    continue
-            elif ref.startswith(STAGE_PREFIX) and run_id_of(ref, STAGE_PREFIX, "-") not in live.run_ids:
-                started = _stage_clock(ref)
-                if started is not None and started + settings.orphan_min_age_ms < self.now:
-                    stale.append(ref)
+            tagged = tagged_cursor(ref)
+            if (tagged is not None and tagged not in keep) or is_stale(stage_mark(ref), live, self.now,
+                                                                         settings.orphan_min_age_ms):
+                stale.append(ref)
         return expire_table(self.lake.catalog, self.lake.config, state.table, now_ms=self.now,
                             max_age_ms=settings.expire_max_snapshot_age_ms,
                             min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
@@ -262,12 +257,6 @@ def _clock_property(text: str, name: TopicName) -> int:
         raise TopicCorruptError(f"{name}: table property {props.COMPACT_OFF_SINCE_PROPERTY} is not a clock "
                                 f"(milliseconds): {text[:40]!r}; unset it to start the policy-off lease again")
     return int(text)
-
-
-def _stage_clock(ref: str) -> int | None:
-    """The run clock a staging branch's name records (``compactor-run-<now>-<id>``)."""
-    text = ref[len(STAGE_PREFIX):].split("-", 1)[0]
-    return int(text) if text.isdigit() else None
 
 
 def raw_message(removed: bool, dry_run: bool) -> str:

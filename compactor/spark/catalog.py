@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
+from compactor.spark import internals
 from compactor.spark.active import active_session
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
     copies every SQL setting of a session into the properties of each job it runs, and writes those, unredacted
     (Spark redacts only its start-up settings), into the event log. The initialised catalog keeps it.
     """
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop = internals.hadoop_configuration(spark)
     secrets = credential_settings(config)
     for key, value in {**catalog_settings(config), **secrets}.items():
         if key.startswith("spark.hadoop."):
@@ -119,4 +120,4 @@ def register_catalog(spark: SparkSession, config: LakeConfig) -> None:
 def _initialise_catalog(spark: SparkSession, name: str) -> None:
     """Make ``spark``'s catalog ``name`` read its settings now (Spark reads them from the *active* session)."""
     with active_session(spark):
-        spark._jsparkSession.sessionState().catalogManager().catalog(name)
+        internals.java_session(spark).sessionState().catalogManager().catalog(name)

@@ -162,7 +162,7 @@ def test_unexpected_java_errors_name_the_java_exception(tmp_path: Path, capsys: 
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A Py4J failure's first line says only "An error occurred while calling o59.sql."; the CLI names the
     Java exception from the next line instead."""
-    from compactor.cli import topic as commands
+    from compactor.cli import topic_verbs as commands
 
     class Py4JJavaError(Exception):
         pass
