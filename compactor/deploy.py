@@ -27,7 +27,7 @@ from pathlib import Path
 
 from compactor.config import LakeConfig, mask_password
 from compactor.errors import InputError, UsageError
-from compactor.spark.catalog import catalog_settings
+from compactor.spark.catalog import catalog_settings, uses_s3
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options
 from compactor.spark.session import ICEBERG_EXTENSIONS
@@ -38,7 +38,7 @@ SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
 
 def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]:
     """The jars ``spark-submit --jars`` ships for ``config`` (from ``infra/setup.sh --s3``'s jar directory)."""
-    return required_jars(s3=config.is_s3, directory=directory, check=False)
+    return required_jars(s3=uses_s3(config), rest=config.is_rest, directory=directory, check=False)
 
 
 def spark_conf(config: LakeConfig) -> dict[str, str]:

@@ -163,7 +163,7 @@ def lake(tmp_path: Path) -> Iterator[Lake]:
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[SparkSession]:
     """The one SparkSession of the test run (small, local, quiet)."""
-    from compactor.spark.jars import S3_SET, S3A_JARS, jars_dir
+    from compactor.spark.jars import AWS_JARS, AWS_SET, S3_SET, S3A_JARS, jars_dir
     from compactor.spark.session import get_or_create_session
 
     extra = {
@@ -180,7 +180,8 @@ def spark_session() -> Iterator[SparkSession]:
         # Load the S3A jars at start so S3 tests can share this session.
         from compactor.spark.jars import required_jars
 
-        extra["spark.jars"] = ",".join(required_jars(s3=True))
+        have_aws = all((jars_dir() / AWS_SET / name).exists() for name in AWS_JARS)  # REST: vended credentials
+        extra["spark.jars"] = ",".join(required_jars(s3=True, rest=have_aws))
     session = get_or_create_session(bootstrap, extra=extra)
     yield session
     session.stop()
