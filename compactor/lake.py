@@ -78,6 +78,12 @@ class Lake:
         """Where this lake is (catalog and warehouse), for messages; no secret."""
         return self.config.describe()
 
+    @property
+    def has_group_store(self) -> bool:
+        """Whether this lake can hold consumer groups: for now only in a SQL catalog's database (not on a REST
+        catalog, until groups have a store of their own)."""
+        return not self.config.is_rest
+
     def sql_engine(self) -> Engine:
         """The SQL catalog's database engine, for what lives beside the catalog's tables (consumer groups, the
         consumers' change watch) until those have a store of their own; on a REST catalog, a clear error."""

@@ -103,6 +103,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "postgres_server" in fixtures or backend == "postgres":
             item.add_marker(pytest.mark.postgres)
         servers = [marker for fixture, marker in JVM_SERVER_FIXTURES.items() if fixture in fixtures]
+        if backend == "rest" and "rest" not in servers:
+            servers.append("rest")
         for marker in servers:
             item.add_marker(getattr(pytest.mark, marker))
         if servers and item.get_closest_marker("spark") is None:
@@ -154,8 +156,10 @@ def new_lake_config(warehouse: str | Path, catalog_uri: str | None = None, **env
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[Lake]:
-    """A fresh local lake (pyiceberg only; no Spark)."""
+    """A fresh local lake (pyiceberg only; no Spark), created: opening a lake never creates one
+    (tests/test_lake_opening.py), and tests on this one start from an empty lake."""
     instance = Lake(new_lake_config(tmp_path / "warehouse"))
+    instance.open(create=True)
     yield instance
     instance.close()
 

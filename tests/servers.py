@@ -11,6 +11,7 @@ set-up step, never a skip: the test command installs every set.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -89,6 +90,36 @@ class RestCatalog:
         partial = path.with_suffix(".partial")
         partial.write_text("".join(f"{rule}\n" for rule in rules))
         partial.replace(path)
+
+    def create_warehouse(self, name: str | None = None) -> str:
+        """A new warehouse with a catalog of its own (as an administrator makes a Polaris catalog); its name."""
+        name = name or f"w{uuid.uuid4().hex[:12]}"
+        (self.directory / "warehouses" / name).mkdir(parents=True)
+        return name
+
+    def lake_env(self, warehouse: str, *, auth: str = "credential") -> dict[str, str]:
+        """The environment that points the product at ``warehouse`` of this server (``auth``: ``credential``,
+        OAuth2 client credentials; ``token``, the bearer token; ``read``, the token that may only read)."""
+        env = {"COMPACTOR_CATALOG_URI": self.uri, "COMPACTOR_REST_WAREHOUSE": warehouse}
+        if auth == "credential":
+            env["COMPACTOR_REST_CREDENTIAL"] = f"{self.client_id}:{self.client_secret}"
+        else:
+            env["COMPACTOR_REST_TOKEN"] = self.token if auth == "token" else self.read_token
+        return env
+
+    @contextlib.contextmanager
+    def requests_logged(self, path_regex: str) -> Iterator[list[str]]:
+        """The POST requests whose path matches ``path_regex`` while the block runs (``"POST PATH BODY"``), in the
+        list it yields once the block has ended."""
+        log, switch = self.directory / "requests.log", self.directory / "request-log"
+        log.unlink(missing_ok=True)
+        switch.write_text(path_regex)
+        lines: list[str] = []
+        try:
+            yield lines
+        finally:
+            switch.unlink()
+            lines.extend(log.read_text().splitlines() if log.exists() else [])
 
 
 @dataclass(frozen=True)
