@@ -159,7 +159,7 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit,
         return None
     except OutcomeUnknownError as exc:
         raise OutcomeUnknownError(
-            f"the append to {topic.name} failed and the table could not be re-read ({first_line(exc)}); "
+            f"whether the append to {topic.name} landed cannot be known ({first_line(exc)}); "
             "re-send with the same batch id (--batch-id) to make the retry safe") from exc
     except Exception:
         delete_uncommitted(table.io, written)  # ``commit`` resolved any ambiguity: this commit did not land

@@ -9,9 +9,10 @@
  *    otherwise); REST_CATALOG_CLIENT_ID / REST_CATALOG_CLIENT_SECRET are the OAuth2 client credentials that
  *    /v1/oauth/tokens exchanges for that token (401 for others); REST_CATALOG_READ_TOKEN is a token that may
  *    only read (403 on every write);
- *  - faults, for outage tests: each line of STATE/faults reads "METHOD PATH-REGEX ACTION", ACTION being
+ *  - faults, for outage tests: each line of STATE/faults reads "METHOD PATH-REGEX ACTION [skip=N]", ACTION being
  *    status=CODE (answer CODE without handling the request), delay-before=MS, or delay-after=MS (handle the
- *    request, then hold the answer: a client that times out meanwhile cannot know the outcome);
+ *    request, then hold the answer: a client that times out meanwhile cannot know the outcome); skip=N lets the
+ *    rule's first N matching requests through (counted from when the file last changed);
  *  - named warehouses, as Polaris and Lakekeeper serve them (Warehouses.java): each STATE/warehouses/NAME
  *    directory is a warehouse with a catalog of its own, asked for with ?warehouse=NAME and served under the
  *    prefix NAME; an unknown name gets 404;
@@ -51,6 +52,8 @@ import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.CatalogUtil;
@@ -142,6 +145,8 @@ public class LoopbackRestCatalog {
     private final String clientSecret = System.getenv("REST_CATALOG_CLIENT_SECRET");
     private final String requiredHeader = System.getenv("REST_CATALOG_REQUIRED_HEADER");
     private final Warehouses warehouses;
+    private final Map<String, AtomicInteger> matches = new ConcurrentHashMap<>();
+    private List<String> lastRules = List.of();
 
     Gate(Path state, Warehouses warehouses) {
       this.faults = state.resolve("faults");
@@ -165,7 +170,12 @@ public class LoopbackRestCatalog {
       long delayAfter = 0;
       for (String rule : faultRules()) {
         String[] parts = rule.trim().split("\\s+");
-        if (parts.length != 3 || !parts[0].equalsIgnoreCase(method) || !path.matches(parts[1])) {
+        if (parts.length < 3 || parts.length > 4 || !parts[0].equalsIgnoreCase(method) || !path.matches(parts[1])) {
+          continue;
+        }
+        if (parts.length == 4 && parts[3].startsWith("skip=")
+            && matches.computeIfAbsent(rule, r -> new AtomicInteger()).getAndIncrement()
+                < Integer.parseInt(parts[3].substring(5))) {
           continue;
         }
         String[] action = parts[2].split("=", 2);
@@ -217,16 +227,27 @@ public class LoopbackRestCatalog {
           req = new ReplayedBody(request, body);
         }
       }
-      if (!warehouses.handle((HttpServletRequest) req, response)) {
-        chain.doFilter(req, resp);
+      // delay-after: the answer is kept in memory until the delay is over (Jetty would send a complete answer
+      // at once, and only the connection's next request would wait)
+      HttpServletResponse answer = delayAfter > 0 ? new Warehouses.Captured(response) : response;
+      if (!warehouses.handle((HttpServletRequest) req, answer)) {
+        chain.doFilter(req, answer);
       }
       if (delayAfter > 0) {
         sleep(delayAfter);
+        byte[] body = ((Warehouses.Captured) answer).body();
+        response.setContentLength(body.length);
+        response.getOutputStream().write(body);
       }
     }
 
-    private List<String> faultRules() throws IOException {
-      return Files.exists(faults) ? Files.readAllLines(faults, StandardCharsets.UTF_8) : List.of();
+    private synchronized List<String> faultRules() throws IOException {
+      List<String> rules = Files.exists(faults) ? Files.readAllLines(faults, StandardCharsets.UTF_8) : List.of();
+      if (!rules.equals(lastRules)) {  // new rules: their skip counts start again
+        matches.clear();
+        lastRules = rules;
+      }
+      return rules;
     }
 
     private void issueToken(HttpServletRequest request, HttpServletResponse response) throws IOException {
