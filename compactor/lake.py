@@ -206,12 +206,12 @@ class Lake:
     def delete_topic(self, name: str) -> DeletedTopic:
         """Drop a topic, its compacted view, and every file under their locations."""
         topic = self.topic(name)  # validates it is a topic
-        locations = [topic.table.metadata.location]
+        locations = [(topic.table.metadata.location, topic.table.io)]
         removed_files = 0
         with translate_storage_errors(f"deleting topic {topic.name}"):
             try:
                 compacted = self.catalog.load_table(topic.name.compacted_identifier)
-                locations.append(compacted.metadata.location)
+                locations.append((compacted.metadata.location, compacted.io))
                 self.catalog.drop_table(topic.name.compacted_identifier)
             except NoSuchTableError:
                 pass
@@ -219,8 +219,8 @@ class Lake:
                 self.catalog.drop_table(topic.name.identifier)
             except NoSuchTableError:
                 raise self._unknown(topic.name) from None
-            for location in locations:
-                removed_files += delete_prefix(self.config, location)
+            for location, io in locations:  # each table's own file IO: a REST catalog's vended credentials
+                removed_files += delete_prefix(self.config, location, io)
         return DeletedTopic(str(topic.name), True, removed_files)
 
     def close(self) -> None:

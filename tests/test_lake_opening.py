@@ -63,7 +63,7 @@ def test_only_topic_create_makes_a_lake_and_says_so(tmp_path: Path, capsys: pyte
 
 def test_the_python_api_opens_without_creating(tmp_path: Path) -> None:
     lake = Lake(warehouse=str(tmp_path / "wh"))
-    with pytest.raises(LakeNotFoundError, match="the warehouse directory .* does not exist"):
+    with pytest.raises(LakeNotFoundError, match=r"the warehouse directory .* does not exist"):
         lake.list_topics()
     with pytest.raises(LakeNotFoundError):
         lake.topic("a.t")

@@ -14,6 +14,7 @@ from compactor.spark.columns import offset_ranges
 from compactor.topics.naming import TopicName
 
 if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, Observation, SparkSession
 
 # A partition's winning keys are hashed in one task's memory up to this many records in its range (about 50 to
@@ -38,6 +39,7 @@ class RunContext:
     timings: dict[str, int] = field(default_factory=dict)
     unparsable: int = 0             # phase 1: header values of the range that are no number (header strategy)
     raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
+    view_io: FileIO | None = None   # the compacted table's file IO (a REST catalog's vended credentials)
 
     @property
     def stage_identifier(self) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -68,11 +69,12 @@ def write_position_deletes(doomed: DataFrame, location: str) -> None:
      .parquet(location))
 
 
-def collect_delete_files(config: LakeConfig, location: str) -> list[DeleteFileInfo]:
-    """The delete files a run wrote under ``location``, with counts and path bounds from their footers."""
-    fs = filesystem(config)
+def collect_delete_files(config: LakeConfig, location: str, io: FileIO | None = None) -> list[DeleteFileInfo]:
+    """The delete files a run wrote under ``location``, with counts and path bounds from their footers (read with
+    the compacted table's file IO ``io``, if given)."""
+    fs = filesystem(config, location, io)
     out: list[DeleteFileInfo] = []
-    for stored in list_files(config, location):
+    for stored in list_files(config, location, io):
         if not stored.location.endswith(".parquet"):
             continue
         match = _PARTITION_DIR.search(stored.location)

@@ -78,7 +78,7 @@ def _delete_pass(ctx: RunContext, config: LakeConfig,
         write_position_deletes(doomed.observe(
             observed, *phase2.view_stats_columns("doomed_", minimums=False)), location)
     removed = ViewStats.from_metrics(observed.get, "doomed_")
-    files = collect_delete_files(config, location) if removed.rows else []
+    files = collect_delete_files(config, location, ctx.view_io) if removed.rows else []
     ctx.progress.phase("phase 2 deletes done", rows=removed.rows, tombstones=removed.tombstones,
                        delete_files=len(files), ms=ctx.took("delete_ms", started))
     failpoints.hit("after-delete")

@@ -49,6 +49,7 @@ from compactor.iceberg.expressions import ranges
 from compactor.progress import Listener, Progress
 from compactor.results import JsonResult
 from compactor.spark.active import active_session
+from compactor.spark.catalog import register_table_storage
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
@@ -135,7 +136,8 @@ class TwoPhaseCompactor:
                                        "and no compacted row needs removing")
         failpoints.hit("after-plan")
         run_id = uuid.uuid4().hex[:12]
-        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id):  # retention spares the run
+        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id,  # retention spares the run
+                      io=pinned.view_table.io):
             ctx = self._start(plan, topic, pinned.view_table, run_id)
             with active_session(ctx.spark):  # every Spark step of the run resolves on the job session
                 return self._execute(ctx, pinned, topic)
@@ -178,6 +180,7 @@ class TwoPhaseCompactor:
     def _start(self, plan: CompactionPlan, topic: Topic, view_table: Table, run_id: str) -> RunContext:
         """The Spark side of the run: the job session, the layout, and the staging branch at ``C``."""
         spark = self.lake.job_spark()
+        register_table_storage(spark, self.lake.config, view_table)  # position deletes go below it, through S3A
         layout = self._layout(plan, topic, view_table, task_slots(spark))
         self.progress.phase("layout", layout.reason, layout=layout.kind, slots=layout.slots)
         stage = f"{STAGE_PREFIX}{self.now_ms}-{run_id}"
@@ -185,11 +188,12 @@ class TwoPhaseCompactor:
         previous = plan.cursor.snapshot_id if plan.cursor else None
         base = previous if previous is not None else ensure_base_branch(catalog, view_table)
         drop_stale_scratch(catalog, self.lake.config, self.name, self.now_ms, plan.settings.orphan_min_age_ms,
-                           view_location=view_table.metadata.location)
+                           view_location=view_table.metadata.location, view_io=view_table.io)
         with translate_storage_errors(f"creating the staging branch of {self.name}"):
             create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
         return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,
-                          view_table.metadata.location, self.progress, raw_timestamps=self.raw_timestamps)
+                          view_table.metadata.location, self.progress, raw_timestamps=self.raw_timestamps,
+                          view_io=view_table.io)
 
     # --- the plan (pyiceberg only) ----------------------------------------------------------------------
 

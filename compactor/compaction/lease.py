@@ -27,9 +27,11 @@ import threading
 from dataclasses import dataclass
 from types import TracebackType
 
+from pyiceberg.io import FileIO
+
 from compactor.clock import wall_clock_ms
 from compactor.config import LakeConfig
-from compactor.iceberg.storage import delete_files, filesystem, fs_path, list_files
+from compactor.iceberg.storage import delete_files, filesystem, fs_path, is_s3_location, list_files
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,9 @@ class RunLease:
     """Holds a run's lease while the ``with`` block runs (module docstring)."""
 
     def __init__(self, config: LakeConfig, view_location: str, run_id: str,
-                 renew_interval_s: float = RENEW_INTERVAL_S) -> None:
+                 renew_interval_s: float = RENEW_INTERVAL_S, io: FileIO | None = None) -> None:
         self.config = config
+        self.io = io  # the compacted table's file IO (a REST catalog's vended credentials)
         self.location = lease_location(view_location, run_id)
         self.run_id = run_id
         self.started_ms = wall_clock_ms()
@@ -73,13 +76,13 @@ class RunLease:
         self._stop.set()
         self._thread.join(timeout=5)
         with contextlib.suppress(Exception):  # a leftover lapses and retention deletes it
-            delete_files(self.config, [self.location])
+            delete_files(self.config, [self.location], self.io)
 
     def _write(self) -> None:
         body = json.dumps({"run_id": self.run_id, "started_ms": self.started_ms, "renewed_ms": wall_clock_ms()})
-        fs = filesystem(self.config)
+        fs = filesystem(self.config, self.location, self.io)
         path = fs_path(self.location)
-        if not self.config.is_s3:
+        if not is_s3_location(self.location):
             fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(path) as out:
             out.write(body.encode())
@@ -92,14 +95,15 @@ class RunLease:
                 log.warning("could not renew the lease of run %s: %s", self.run_id, exc)
 
 
-def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = False) -> LiveRuns:
+def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = False,
+              io: FileIO | None = None) -> LiveRuns:
     """The runs whose leases under ``view_location`` are live now (wall clock); lapsed leases are deleted if
     ``delete_lapsed``. Unreadable lease files count as live until they are older than ``LEASE_TTL_MS``."""
     now = wall_clock_ms()
     live: dict[str, int] = {}
     lapsed: list[str] = []
-    fs = filesystem(config)
-    for stored in list_files(config, f"{view_location.rstrip('/')}/{LEASES_DIR}/"):
+    fs = filesystem(config, view_location, io)
+    for stored in list_files(config, f"{view_location.rstrip('/')}/{LEASES_DIR}/", io):
         run_id = stored.location.rsplit("/", 1)[-1].removesuffix(".json")
         try:
             with fs.open_input_stream(fs_path(stored.location)) as source:
@@ -113,7 +117,7 @@ def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = F
             lapsed.append(stored.location)
     if delete_lapsed and lapsed:
         with contextlib.suppress(Exception):
-            delete_files(config, lapsed)
+            delete_files(config, lapsed, io)
     return LiveRuns(frozenset(live), min(live.values()) if live else None)
 
 

@@ -14,6 +14,7 @@ credentials for its bucket (``table_storage_settings``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ from compactor.spark.active import active_session
 from compactor.spark.jars import s3_jars_installed
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
 
@@ -140,6 +142,37 @@ def s3a_settings(config: LakeConfig) -> dict[str, str]:
             "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if s3.session_token
             else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
     return out
+
+
+def table_storage_settings(io_properties: Mapping[str, str], location: str) -> dict[str, str]:
+    """Hadoop settings giving S3A, for the bucket of ``location``, the storage credentials a table's file IO
+    carries (those a REST catalog vended with it), for the product's own Spark reads and writes of that table's
+    files by path; nothing for other locations, or when the IO has no credentials."""
+    parts = urlsplit(location)
+    key = io_properties.get("s3.access-key-id")
+    if parts.scheme not in ("s3", "s3a", "s3n") or not parts.netloc or not key:
+        return {}
+    prefix = f"fs.s3a.bucket.{parts.netloc}."
+    token = io_properties.get("s3.session-token")
+    out = {f"{prefix}access.key": key, f"{prefix}secret.key": io_properties.get("s3.secret-access-key", ""),
+           f"{prefix}aws.credentials.provider": ("org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if token
+                                                else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")}
+    if token:
+        out[f"{prefix}session.token"] = token
+    if io_properties.get("s3.endpoint"):
+        out[f"{prefix}endpoint"] = io_properties["s3.endpoint"]
+    return out
+
+
+def register_table_storage(spark: SparkSession, config: LakeConfig, table: Table) -> None:
+    """On a REST catalog, give S3A the storage credentials the catalog vended with ``table``
+    (``table_storage_settings``), in the running session's Hadoop configuration only (never a command line or a
+    session setting: Spark's jobs carry that configuration to their tasks)."""
+    if not config.is_rest:
+        return
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in table_storage_settings(table.io.properties, table.metadata.location).items():
+        hadoop.set(key, value)
 
 
 def register_catalog(spark: SparkSession, config: LakeConfig) -> None:

@@ -55,7 +55,8 @@ def event_log_settings(tmp_path: Path) -> tuple[Path, Path]:
     events.mkdir()
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n")
+    defaults = f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n"
+    (conf_dir / "spark-defaults.conf").write_text(defaults)
     return conf_dir, events
 
 
