@@ -260,6 +260,15 @@ public class LoopbackRestCatalog {
               URLDecoder.decode(kv[1], StandardCharsets.UTF_8));
         }
       }
+      String basic = request.getHeader("Authorization");  // RFC 6749 lets clients send them as Basic auth too
+      if (basic != null && basic.startsWith("Basic ")) {
+        String[] pair = new String(java.util.Base64.getDecoder().decode(basic.substring(6).trim()),
+            StandardCharsets.UTF_8).split(":", 2);
+        if (pair.length == 2) {
+          form.putIfAbsent("client_id", URLDecoder.decode(pair[0], StandardCharsets.UTF_8));
+          form.putIfAbsent("client_secret", URLDecoder.decode(pair[1], StandardCharsets.UTF_8));
+        }
+      }
       if (clientId == null || !clientId.equals(form.get("client_id"))
           || !String.valueOf(clientSecret).equals(form.get("client_secret"))) {
         response.setStatus(401);
