@@ -13,8 +13,9 @@ and ``COMPACTOR_CATALOG_URI``.
 No credential is ever part of the command, nor of any other command line: the driver reads the S3 keys from
 ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, the catalog password from ``COMPACTOR_CATALOG_PASSWORD``
 (or ``COMPACTOR_CATALOG_PASSWORD_FILE``) and a REST catalog's credential, token and headers from
-``COMPACTOR_REST_*`` in its environment, and sets them on the running session; the catalog URI is printed
-without its password. On a REST catalog ``--warehouse`` is optional.
+``COMPACTOR_REST_CREDENTIAL``, ``COMPACTOR_REST_TOKEN`` and ``COMPACTOR_REST_PROPERTIES_FILE`` (or their
+files), and sets them on the running session; the catalog URI is printed without its password. On a REST
+catalog ``--warehouse`` is optional.
 """
 
 from __future__ import annotations

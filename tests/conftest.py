@@ -167,7 +167,7 @@ def lake(tmp_path: Path) -> Iterator[Lake]:
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[SparkSession]:
     """The one SparkSession of the test run (small, local, quiet)."""
-    from compactor.spark.jars import AWS_JARS, AWS_SET, S3_SET, S3A_JARS, jars_dir
+    from compactor.spark.jars import ICEBERG_AWS_JARS, ICEBERG_AWS_SET, S3_SET, S3A_JARS, jars_dir
     from compactor.spark.session import get_or_create_session
 
     extra = {
@@ -184,7 +184,8 @@ def spark_session() -> Iterator[SparkSession]:
         # Load the S3A jars at start so S3 tests can share this session.
         from compactor.spark.jars import required_jars
 
-        have_aws = all((jars_dir() / AWS_SET / name).exists() for name in AWS_JARS)  # REST: vended credentials
+        # and Iceberg's AWS bundle, for a REST catalog's vended credentials
+        have_aws = all((jars_dir() / ICEBERG_AWS_SET / name).exists() for name in ICEBERG_AWS_JARS)
         extra["spark.jars"] = ",".join(required_jars(s3=True, rest=have_aws))
     session = get_or_create_session(bootstrap, extra=extra)
     yield session

@@ -16,13 +16,13 @@ from compactor.errors import MissingJarsError
 # (tests/spark/test_jars.py keeps the two in step).
 SPARK_SET = "spark"
 S3_SET = "s3"
-AWS_SET = "aws"
+ICEBERG_AWS_SET = "aws"
 ICEBERG_RUNTIME = "iceberg-spark-runtime-3.5_2.12-1.10.1.jar"
 SQLITE_JDBC = "sqlite-jdbc-3.50.3.0.jar"
 POSTGRES_JDBC = "postgresql-42.7.7.jar"
 SPARK_JARS = (ICEBERG_RUNTIME, SQLITE_JDBC, POSTGRES_JDBC)
 S3A_JARS = ("hadoop-aws-3.3.4.jar", "aws-java-sdk-bundle-1.12.262.jar", "wildfly-openssl-1.0.7.Final.jar")
-AWS_JARS = ("iceberg-aws-bundle-1.10.1.jar",)  # Iceberg's S3FileIO: a REST catalog's vended credentials
+ICEBERG_AWS_JARS = ("iceberg-aws-bundle-1.10.1.jar",)  # Iceberg's S3FileIO: a REST catalog's vended credentials
 UDF_JAR = "compactor-udf.jar"
 UDF_SOURCES = Path(__file__).resolve().parent / "java"
 SOURCE_HASH_ATTRIBUTE = "Compactor-Source-SHA256"
@@ -38,7 +38,7 @@ def s3_jars_installed(directory: Path | None = None) -> bool:
     """Whether ``infra/setup.sh --s3`` installed the S3 jars (S3A, and Iceberg's AWS bundle)."""
     base = directory or jars_dir()
     return all((base / S3_SET / name).exists() for name in S3A_JARS) and all(
-        (base / AWS_SET / name).exists() for name in AWS_JARS)
+        (base / ICEBERG_AWS_SET / name).exists() for name in ICEBERG_AWS_JARS)
 
 
 def required_jars(*, s3: bool, directory: Path | None = None, check: bool = True, rest: bool = False) -> list[str]:
@@ -56,7 +56,7 @@ def required_jars(*, s3: bool, directory: Path | None = None, check: bool = True
     if s3:
         wanted += [base / S3_SET / name for name in S3A_JARS]
         if rest:
-            wanted += [base / AWS_SET / name for name in AWS_JARS]
+            wanted += [base / ICEBERG_AWS_SET / name for name in ICEBERG_AWS_JARS]
     wanted += drivers
     missing = [str(p) for p in wanted if not p.exists()]
     if check and missing:
