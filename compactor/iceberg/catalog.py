@@ -26,6 +26,7 @@ from pyiceberg.table import Table
 from compactor.config import LakeConfig
 from compactor.errors import LakeNotFoundError, StorageUnavailableError, TopicNotFoundError
 from compactor.iceberg.internals import LakeSqlCatalog
+from compactor.iceberg.rest import exception_chain as _chain
 from compactor.iceberg.rest import open_rest_catalog, rest_failure
 
 log = logging.getLogger(__name__)
@@ -199,15 +200,6 @@ def is_storage_failure(exc: BaseException) -> bool:
                "connection refused", "could not connect", "failed to connect", "curlcode", "unable to connect",
                "timed out", "name or service not known")
     return bool(modules & {"sqlalchemy", "botocore", "psycopg2"}) or any(m in text for m in markers)
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
 
 
 def first_line(exc: BaseException) -> str:

@@ -79,7 +79,7 @@ def rest_failure(action: str, exc: BaseException, settings: RestCatalogSettings 
         return None
     where = f"the REST catalog {settings.uri}" if settings is not None else "the REST catalog"
     text = detail(exc)
-    for error in _chain(exc):
+    for error in exception_chain(exc):
         if isinstance(error, UnauthorizedError | OAuthError | AuthorizationExpiredError):
             return StorageAccessDeniedError(f"{action}: access denied: {where} refused the credentials (HTTP 401; "
                                             f"check {AUTH_VARIABLES}): {text}")
@@ -99,8 +99,9 @@ def rest_failure(action: str, exc: BaseException, settings: RestCatalogSettings 
 def commit_never_sent(exc: BaseException) -> bool:
     """Whether a failed commit certainly changed nothing: no connection was made, or the catalog refused it
     before handling it (401, 403, 400)."""
-    return _from_rest_client(exc) and (_connect_failure(exc) or any(
-        isinstance(e, UnauthorizedError | OAuthError | ForbiddenError | BadRequestError) for e in _chain(exc)))
+    refused = (UnauthorizedError, OAuthError, ForbiddenError, BadRequestError)
+    return _from_rest_client(exc) and (_connect_failure(exc) or any(isinstance(e, refused)
+                                                                    for e in exception_chain(exc)))
 
 
 def commit_in_flight(exc: BaseException) -> bool:
@@ -112,7 +113,7 @@ def commit_in_flight(exc: BaseException) -> bool:
 
 def detail(exc: BaseException) -> str:
     """A short description of a REST failure: the server's message, or the connection problem."""
-    for error in _chain(exc):
+    for error in exception_chain(exc):
         reason = getattr(error, "reason", None) or (error.args[0] if error.args else None)
         inner = getattr(reason, "reason", None)
         for candidate in (inner, reason):
@@ -127,7 +128,7 @@ def detail(exc: BaseException) -> str:
 
 def _from_rest_client(exc: BaseException) -> bool:
     """Whether ``exc`` comes from pyiceberg's REST client (its errors, or ``requests``, which only it uses here)."""
-    return any(isinstance(e, RESTError) or type(e).__module__.split(".")[0] == "requests" for e in _chain(exc))
+    return any(isinstance(e, RESTError) or type(e).__module__.split(".")[0] == "requests" for e in exception_chain(exc))
 
 
 def _status(exc: RESTError) -> int | None:
@@ -144,7 +145,7 @@ def _connect_failure(exc: BaseException) -> bool:
 
 def _type_names(exc: BaseException) -> set[str]:
     names: set[str] = set()
-    for error in _chain(exc):
+    for error in exception_chain(exc):
         names.update(t.__name__ for t in type(error).__mro__)
         for arg in error.args:
             if isinstance(arg, BaseException):
@@ -155,7 +156,8 @@ def _type_names(exc: BaseException) -> set[str]:
     return names
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes and contexts, each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -164,5 +166,5 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-__all__ = ["commit_in_flight", "commit_never_sent", "detail", "open_rest_catalog", "rest_failure",
+__all__ = ["commit_in_flight", "commit_never_sent", "detail", "exception_chain", "open_rest_catalog", "rest_failure",
            "rest_properties"]

@@ -60,11 +60,38 @@ def event_log_settings(tmp_path: Path) -> tuple[Path, Path]:
     return conf_dir, events
 
 
-def clean_environment() -> dict[str, str]:
+def run_environment(conf_dir: Path, lake: dict[str, str]) -> dict[str, str]:
+    """This machine's environment without any lake, credential or Spark setting, plus ``lake``'s variables and the
+    Spark configuration directory ``conf_dir``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_"))}
     if os.environ.get("COMPACTOR_JARS_DIR"):
         env["COMPACTOR_JARS_DIR"] = os.environ["COMPACTOR_JARS_DIR"]
+    env.update({**lake, "SPARK_CONF_DIR": str(conf_dir), "PYTHONPATH": str(ROOT),
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **jvm_env()})
     return env
+
+
+def topic_with_records(env: dict[str, str]) -> None:
+    """Topic ``s.t`` (2 partitions, compact) with 40 records to compact, through the command line."""
+    cli = [sys.executable, "-m", "compactor.cli.main"]
+    subprocess.run([*cli, "topic", "create", "s.t", "--partitions", "2", "--config", "cleanup.policy=compact"],
+                   env=env, check=True, capture_output=True, timeout=120)
+    lines = "".join(json.dumps({"key": f"k{i % 5}", "value": f"v{i}"}) + "\n" for i in range(40))
+    subprocess.run([*cli, "produce", "s.t"], input=lines, text=True, env=env, check=True, capture_output=True,
+                   timeout=120)
+
+
+def assert_nowhere(values: list[str], result: subprocess.CompletedProcess[str], events: Path) -> None:
+    """None of ``values`` in the run's outputs nor in any Spark event log, and the run compacted."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    for secret in values:
+        assert secret not in result.stdout and secret not in result.stderr
+    logs = [path for path in events.iterdir() if path.is_file()]
+    assert logs, "the runs should have written Spark event logs"
+    for path in logs:
+        text = path.read_text(errors="replace")
+        assert all(secret not in text for secret in values), path
+    assert '"committed": true' in result.stdout
 
 
 @pytest.fixture
@@ -78,16 +105,10 @@ def secrets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
     s3.create_bucket(bucket)
     catalog_uri = postgres.create_login(f"compactor_{tag}", pg_secret, f"creds_{tag}")
     conf_dir, events = event_log_settings(tmp_path)  # the Spark event log of every run, to search it too
-    env = clean_environment()
-    env.update({**s3.env, "AWS_SECRET_ACCESS_KEY": s3_secret, "COMPACTOR_WAREHOUSE": f"s3://{bucket}/lake",
-                "COMPACTOR_CATALOG_URI": catalog_uri, "SPARK_CONF_DIR": str(conf_dir), "PYTHONPATH": str(ROOT),
-                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **jvm_env()})
-    cli = [sys.executable, "-m", "compactor.cli.main"]
-    subprocess.run([*cli, "topic", "create", "s.t", "--partitions", "2", "--config", "cleanup.policy=compact"],
-                   env=env, check=True, capture_output=True, timeout=120)
-    lines = "".join(json.dumps({"key": f"k{i % 5}", "value": f"v{i}"}) + "\n" for i in range(40))
-    subprocess.run([*cli, "produce", "s.t"], input=lines, text=True, env=env, check=True, capture_output=True,
-                   timeout=120)
+    lake = {**s3.env, "AWS_SECRET_ACCESS_KEY": s3_secret, "COMPACTOR_WAREHOUSE": f"s3://{bucket}/lake",
+            "COMPACTOR_CATALOG_URI": catalog_uri}
+    env = run_environment(conf_dir, lake)
+    topic_with_records(env)
     yield {"s3": s3_secret, "pg": pg_secret, "events": str(events), **{f"env:{k}": v for k, v in env.items()}}
 
 
@@ -136,39 +157,16 @@ def test_credentials_stay_off_command_lines_outputs_and_logs(secrets: dict[str, 
         command = [str(ROOT / "infra/cluster/submit.sh"), "compact", "s.t"]
     leaks, result = paused_run(command, env, tmp_path, values)
     assert leaks == []
-    assert result.returncode == 0, result.stderr[-3000:]
-    for secret in values:
-        assert secret not in result.stdout and secret not in result.stderr
-    logs = [path for path in Path(secrets["events"]).iterdir() if path.is_file()]
-    assert logs, "the runs should have written Spark event logs"
-    for path in logs:
-        text = path.read_text(errors="replace")
-        assert all(secret not in text for secret in values), path
-    assert '"committed": true' in result.stdout
+    assert_nowhere(values, result, Path(secrets["events"]))
 
 
 @pytest.mark.slow  # a JVM of its own, like the routes above
 def test_rest_catalog_secrets_stay_off_command_lines_outputs_and_logs(rest_catalog: RestCatalog,
                                                                      tmp_path: Path) -> None:
     conf_dir, events = event_log_settings(tmp_path)
-    env = clean_environment()
-    env.update({**rest_catalog.lake_env(rest_catalog.create_warehouse()), "SPARK_CONF_DIR": str(conf_dir),
-                "PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **jvm_env()})
-    cli = [sys.executable, "-m", "compactor.cli.main"]
-    subprocess.run([*cli, "topic", "create", "s.t", "--partitions", "2", "--config", "cleanup.policy=compact"],
-                   env=env, check=True, capture_output=True, timeout=120)
-    lines = "".join(json.dumps({"key": f"k{i % 5}", "value": f"v{i}"}) + "\n" for i in range(40))
-    subprocess.run([*cli, "produce", "s.t"], input=lines, text=True, env=env, check=True, capture_output=True,
-                   timeout=120)
+    env = run_environment(conf_dir, rest_catalog.lake_env(rest_catalog.create_warehouse()))
+    topic_with_records(env)
     values = [rest_catalog.client_secret, rest_catalog.token, rest_catalog.header[1]]
-    leaks, result = paused_run([*cli, "compact", "s.t"], env, tmp_path, values)
+    leaks, result = paused_run([sys.executable, "-m", "compactor.cli.main", "compact", "s.t"], env, tmp_path, values)
     assert leaks == []
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert '"committed": true' in result.stdout
-    for secret in values:
-        assert secret not in result.stdout and secret not in result.stderr
-    logs = [path for path in events.iterdir() if path.is_file()]
-    assert logs, "the run should have written a Spark event log"
-    for path in logs:
-        text = path.read_text(errors="replace")
-        assert all(secret not in text for secret in values), path
+    assert_nowhere(values, result, events)
