@@ -216,6 +216,8 @@ class Cleaner:
         """Remove consumer groups with no commit for ``offsets.retention.ms`` and no live member."""
         from compactor.groups import GroupStore, offsets_retention_ms
 
+        if not self.lake.has_group_store:
+            return
         try:
             result.expired_groups = GroupStore(self.lake).expire(now, offsets_retention_ms())
         except Exception as exc:  # never stops the pass; logged like a topic's failure

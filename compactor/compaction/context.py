@@ -16,6 +16,7 @@ from compactor.progress import Progress
 from compactor.topics.naming import TopicName, spark_quoted
 
 if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
     from pyspark.sql import SparkSession
 
 
@@ -34,6 +35,7 @@ class RunContext:
     view_location: str              # the compacted table's location (scratch and position delete files go below it)
     progress: Progress
     raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
+    view_io: FileIO | None = None   # the compacted table's file IO (a REST catalog's vended credentials)
 
     @property
     def raw_table(self) -> str:

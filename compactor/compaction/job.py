@@ -121,7 +121,8 @@ class TwoPhaseCompactor:
                                        "and no compacted row needs removing")
         failpoints.hit("after-plan")
         run_id = uuid.uuid4().hex[:12]
-        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id):  # retention spares the run
+        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id,  # retention spares the run
+                      io=pinned.view_table.io):
             run = open_run(self.lake, topic, plan, pinned.view_table, run_id, self.progress,
                            layout=self.forced_layout)
             with active_session(run.spark):  # every Spark step of the run resolves on the job session

@@ -28,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
+from pyiceberg.io import FileIO
+
 from compactor.clock import wall_clock_ms
 from compactor.config import LakeConfig
-from compactor.iceberg.storage import delete_files, filesystem, fs_path, list_files
+from compactor.iceberg.storage import delete_files, filesystem, fs_path, is_s3_location, list_files
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +63,9 @@ class RunLease:
 
     def __init__(self, config: LakeConfig, view_location: str, run_id: str,
                  renew_interval_s: float = RENEW_INTERVAL_S, *, clock: Callable[[], int] = wall_clock_ms,
-                 wait: Callable[[float], bool] | None = None) -> None:
+                 wait: Callable[[float], bool] | None = None, io: FileIO | None = None) -> None:
         self.config = config
+        self.io = io  # the compacted table's file IO (a REST catalog's vended credentials)
         self.location = lease_location(view_location, run_id)
         self.run_id = run_id
         self.clock = clock
@@ -82,14 +85,14 @@ class RunLease:
         self._stop.set()
         self._thread.join(timeout=5)
         with contextlib.suppress(Exception):  # a leftover lapses and retention deletes it
-            delete_files(self.config, [self.location])
+            delete_files(self.config, [self.location], self.io)
 
     def renew(self) -> None:
         """Write the lease, renewed now."""
         body = json.dumps({"run_id": self.run_id, "started_ms": self.started_ms, "renewed_ms": self.clock()})
-        fs = filesystem(self.config)
+        fs = filesystem(self.config, self.location, self.io)
         path = fs_path(self.location)
-        if not self.config.is_s3:
+        if not is_s3_location(self.location):
             fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(path) as out:
             out.write(body.encode())
@@ -103,15 +106,16 @@ class RunLease:
 
 
 def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = False,
-              now_ms: int | None = None) -> LiveRuns:
+              now_ms: int | None = None, io: FileIO | None = None) -> LiveRuns:
     """The runs whose leases under ``view_location`` are live at ``now_ms`` (default: the wall clock, never a
     command's ``--now-ms``); lapsed leases are deleted if ``delete_lapsed``. Unreadable lease files count as live
-    until they are older than ``LEASE_TTL_MS``."""
+    until they are older than ``LEASE_TTL_MS``. ``io``: the compacted table's file IO (a REST catalog's vended
+    credentials)."""
     now = wall_clock_ms() if now_ms is None else now_ms
     live: dict[str, int] = {}
     lapsed: list[str] = []
-    fs = filesystem(config)
-    for stored in list_files(config, f"{view_location.rstrip('/')}/{LEASES_DIR}/"):
+    fs = filesystem(config, view_location, io)
+    for stored in list_files(config, f"{view_location.rstrip('/')}/{LEASES_DIR}/", io):
         run_id = stored.location.rsplit("/", 1)[-1].removesuffix(".json")
         try:
             with fs.open_input_stream(fs_path(stored.location)) as source:
@@ -125,7 +129,7 @@ def live_runs(config: LakeConfig, view_location: str, *, delete_lapsed: bool = F
             lapsed.append(stored.location)
     if delete_lapsed and lapsed:
         with contextlib.suppress(Exception):
-            delete_files(config, lapsed)
+            delete_files(config, lapsed, io)
     return LiveRuns(frozenset(live), min(live.values()) if live else None)
 
 

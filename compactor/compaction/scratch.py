@@ -20,6 +20,7 @@ import logging
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
 from compactor.compaction.lease import LiveRuns, RunMark, is_stale, live_runs
@@ -64,7 +65,7 @@ def drop_scratch(catalog: Catalog, config: LakeConfig, identifier: str) -> None:
         table = catalog.load_table(identifier)
         location = table.metadata.location
         catalog.drop_table(identifier)
-        delete_prefix(config, location)
+        delete_prefix(config, location, table.io)
     except NoSuchTableError:
         return
     except Exception as exc:
@@ -72,14 +73,14 @@ def drop_scratch(catalog: Catalog, config: LakeConfig, identifier: str) -> None:
 
 
 def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
-                       view_location: str, dry_run: bool = False) -> list[str]:
+                       view_location: str, dry_run: bool = False, view_io: FileIO | None = None) -> list[str]:
     """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
     that died left them), never those of a run with a live lease under ``view_location``; returns their
     identifiers (in a dry run, those it would drop). The leases are read after the tables were listed: a run
     writes its lease before it creates its table, so every table listed has a lease to be found."""
     @functools.cache
     def live() -> LiveRuns:  # read once, at the first table listed
-        return live_runs(config, view_location)
+        return live_runs(config, view_location, io=view_io)
 
     def stale(identifier: str, _: Table) -> bool:
         return is_stale(scratch_mark(identifier), live(), now_ms, min_age_ms)

@@ -26,6 +26,7 @@ from compactor.errors import CursorCorruptError, PolicyError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import ranges
 from compactor.progress import Progress
+from compactor.spark.catalog import register_table_storage
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
 from compactor.topics.topic import Topic
@@ -89,6 +90,7 @@ def open_run(lake: Lake, topic: Topic, plan: CompactionPlan, view_table: Table, 
     """The Spark side of the run: the job session, the layout (``layout`` forces one), and the staging branch
     at ``C``; the scratch tables of dead runs are dropped first."""
     spark = lake.job_spark()
+    register_table_storage(spark, lake.config, view_table)  # position deletes go below it, through S3A
     chosen, raw_timestamps = _layout(plan, topic, view_table, task_slots(spark), layout)
     progress.phase("layout", chosen.reason, layout=chosen.kind, slots=chosen.slots)
     name, catalog = topic.name, lake.catalog
@@ -96,11 +98,12 @@ def open_run(lake: Lake, topic: Topic, plan: CompactionPlan, view_table: Table, 
     previous = plan.cursor.snapshot_id if plan.cursor else None
     base = previous if previous is not None else ensure_base_branch(catalog, view_table)
     drop_stale_scratch(catalog, lake.config, name, plan.now_ms, plan.settings.orphan_min_age_ms,
-                       view_location=view_table.metadata.location)
+                       view_location=view_table.metadata.location, view_io=view_table.io)
     with translate_storage_errors(f"creating the staging branch of {name}"):
         create_stage_branch(catalog, name.compacted_identifier, stage, base, previous)
     return RunContext(name, plan, spark, chosen, lake.config.catalog_name, run_id, stage,
-               scratch_identifier(name, plan.now_ms, run_id), view_table.metadata.location, progress, raw_timestamps)
+                      scratch_identifier(name, plan.now_ms, run_id), view_table.metadata.location, progress,
+                      raw_timestamps, view_io=view_table.io)
 
 
 def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,

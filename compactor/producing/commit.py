@@ -169,7 +169,7 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit, planned: BatchStart
         return None, staged
     except OutcomeUnknownError as exc:
         raise OutcomeUnknownError(
-            f"the append to {topic.name} failed and the table could not be re-read ({first_line(exc)}); "
+            f"whether the append to {topic.name} landed cannot be known ({first_line(exc)}); "
             "re-send with the same batch id (--batch-id) to make the retry safe") from exc
     except Exception:
         delete_uncommitted(table.io, written)  # ``commit`` resolved any ambiguity: this commit did not land

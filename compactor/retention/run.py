@@ -109,7 +109,8 @@ class RetentionPass:
         result.expiry = expiry
         result.dropped_run_tables = (drop_stale_scratch(
             self.lake.catalog, self.lake.config, self.name, self.now, settings.orphan_min_age_ms,
-            view_location=state.table.metadata.location, dry_run=self.dry_run) if state is not None else [])
+            view_location=state.table.metadata.location, dry_run=self.dry_run, view_io=state.table.io)
+            if state is not None else [])
         result.dropped_staging_tables = drop_stale_staging(self.lake.catalog, self.lake.config, self.name,
                                                            self.now, settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
@@ -212,7 +213,7 @@ class RetentionPass:
         with translate_storage_errors(f"dropping the compacted view of {self.name}"):
             with contextlib.suppress(NoSuchTableError):
                 self.lake.catalog.drop_table(self.name.compacted_identifier)
-            files = delete_prefix(self.lake.config, location)
+            files = delete_prefix(self.lake.config, location, state.table.io)
         topic.set_internal_properties({}, [props.COMPACT_OFF_SINCE_PROPERTY, props.CURSOR_MIRROR_PROPERTY])
         return PolicyOff(applies=True, dropped=True, policy_off_since_ms=since, deleted_files=files)
 
@@ -234,7 +235,8 @@ class RetentionPass:
         # before it creates its branch, so every branch read has a lease to be found), and files written after
         # this reading are spared too (a run that starts later)
         listed_ms = wall_clock_ms()
-        live = live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run)
+        live = live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run,
+                         io=state.table.io)
         spare_files_from = min(live.earliest_start_ms or listed_ms, listed_ms)
         retained = retained_cursors(state, self.now, settings.cursor_retain_ms) if state.cursor else []
         keep = {c.snapshot_id for c in retained}

@@ -15,6 +15,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
 
 from compactor.config import LakeConfig
 from compactor.iceberg.manifests import FILE_PATH_ID, POS_ID, DeleteFileInfo
@@ -40,11 +41,12 @@ def write_position_deletes(doomed: DataFrame, location: str) -> None:
      .parquet(location))
 
 
-def collect_delete_files(config: LakeConfig, location: str) -> list[DeleteFileInfo]:
-    """The delete files a run wrote under ``location``, with counts and path bounds from their footers."""
-    fs = filesystem(config)
+def collect_delete_files(config: LakeConfig, location: str, io: FileIO | None = None) -> list[DeleteFileInfo]:
+    """The delete files a run wrote under ``location``, with counts and path bounds from their footers (read with
+    the compacted table's file IO ``io``, if given)."""
+    fs = filesystem(config, location, io)
     out: list[DeleteFileInfo] = []
-    for stored in list_files(config, location):
+    for stored in list_files(config, location, io):
         if not stored.location.endswith(".parquet"):
             continue
         match = _PARTITION_DIR.search(stored.location)

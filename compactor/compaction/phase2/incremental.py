@@ -77,7 +77,7 @@ def _delete_pass(run: RunContext, config: LakeConfig,
         write_position_deletes(frames.removed_positions(run).observe(
             observed, *rows.view_stats_columns("doomed_", minimums=False)), location)
     removed = ViewStats.from_metrics(observed.get, "doomed_")
-    files = collect_delete_files(config, location) if removed.rows else []
+    files = collect_delete_files(config, location, run.view_io) if removed.rows else []
     ms = int((time.monotonic() - started) * 1000)
     run.progress.phase("phase 2 deletes done", rows=removed.rows, tombstones=removed.tombstones,
                        delete_files=len(files), ms=ms)
