@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Set up everything the project needs on a fresh machine that has Python 3.11 and Java 17:
-# Debian's JDBC/jar tools, a virtual environment with pinned packages, and the Spark jars
-# (Iceberg runtime, relocated Jackson, optionally S3A) extracted from PyPI artifacts, and the project's
-# compiled Spark functions (javac; Debian's openjdk-17-jdk-headless if the JDK is missing).
+# Set up everything the project needs on a fresh machine that has Python 3.11 and Java 17: a virtual
+# environment with pinned Python packages, and the JVM jars from Maven Central by coordinate, pinned by SHA-256
+# in infra/jars.lock (infra/jars.py; Maven and the JDK's javac come from Debian if missing), and the project's
+# compiled Spark functions.
 #
-# Usage: infra/setup.sh [--s3]
-#   --s3   also fetch the S3A jars (hadoop-aws, aws-java-sdk-bundle; ~190 MB), needed for s3:// warehouses.
+# Usage: infra/setup.sh [--s3] [--kafka] [--rest] [--connect] [--all]
+#   --s3      also the S3A jars (hadoop-aws, the AWS SDK bundle; ~280 MB), needed for s3:// warehouses, and
+#             Iceberg's AWS bundle (~63 MB: S3FileIO, for a REST catalog's vended storage credentials)
+#   --kafka   also a Kafka broker's jars (infra/kafka-server.sh: tests and the demo)
+#   --rest    also Iceberg's REST catalog test server (infra/rest-catalog-server.sh: tests)
+#   --connect also a Kafka Connect worker with Iceberg's sink (infra/kafka-connect.sh: tests)
+#   --all     all of the above (the test suite's set-up)
 #
 # Idempotent: every step checks a stamp and does nothing when it is already done.
 # Environment: PYTHON (interpreter to build the venv from), COMPACTOR_VENV (default ./.venv).
@@ -13,12 +18,15 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${COMPACTOR_VENV:-$ROOT/.venv}
-WITH_S3=0
+JAR_SETS=()
 for arg in "$@"; do
   case "$arg" in
-    --s3) WITH_S3=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "setup: unknown argument '$arg' (expected --s3)" >&2; exit 2 ;;
+    --s3) JAR_SETS+=(--set s3 --set aws) ;;
+    --kafka|--rest) JAR_SETS+=(--set "${arg#--}") ;;
+    --connect) JAR_SETS+=(--set connect --set iceberg-sink) ;;
+    --all) JAR_SETS+=(--set s3 --set aws --set kafka --set rest --set connect --set iceberg-sink) ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$arg' (expected --s3, --kafka, --rest, --connect or --all)" >&2; exit 2 ;;
   esac
 done
 
@@ -47,14 +55,9 @@ command -v "$JAVA_BIN" >/dev/null 2>&1 || die "Java 17 is required and no 'java'
 JAVA_MAJOR=$("$JAVA_BIN" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
 [ "$JAVA_MAJOR" = "17" ] || die "Java 17 is required for Spark 3.5 here; '$JAVA_BIN' is version '${JAVA_MAJOR:-unknown}'. Set JAVA_HOME to a Java 17 installation."
 
-# --- Debian packages: SQLite and PostgreSQL JDBC drivers, jarjar -------------------------------
-DEB_PKGS=(libxerial-sqlite-jdbc-java libjarjar-java libpostgresql-jdbc-java)
-DEB_FILES=(/usr/share/java/sqlite-jdbc.jar /usr/share/java/jarjar.jar /usr/share/java/postgresql.jar)
+# --- Debian packages: Maven (resolves the jars) and the JDK's javac (builds the project's own jars) ----
 missing=()
-for i in "${!DEB_FILES[@]}"; do
-  [ -e "${DEB_FILES[$i]}" ] || missing+=("${DEB_PKGS[$i]}")
-done
-# the JDK's javac and jar build the project's compiled Spark functions (infra/udf_jar.py)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if ! { [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/javac" ]; } && ! command -v javac >/dev/null 2>&1; then
   missing+=(openjdk-17-jdk-headless)
 fi
@@ -89,8 +92,6 @@ if [ "$want" != "$have" ]; then
   echo "$want" > "$STAMP_DIR/python-packages"
 fi
 
-# --- Spark jars from PyPI artifacts ----------------------------------------------------------
-jar_args=()
-[ "$WITH_S3" = "1" ] && jar_args+=(--s3)
+# --- JVM jars from Maven Central (pinned in infra/jars.lock), and the project's own jars -------------
 "$VENV/bin/python" "$ROOT/infra/jars.py" --dest "$VENV/share/compactor/jars" \
-  --cache "$ROOT/.cache/downloads" "${jar_args[@]}"
+  --cache "$ROOT/.cache/m2" "${JAR_SETS[@]}"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh machine: set-up (venv, packages, jars incl. S3A), lint, types, the docs site
+# Run the whole test suite on a fresh machine: set-up (venv, packages, every jar set), lint, types, the docs site
 # (mkdocs --strict), tests. Extra arguments go to pytest (e.g. infra/test.sh -k producer -x). It runs every tier;
 # the shorter loops are `pytest -m "not slow"` (before a commit) and `pytest -m "not spark" -n 2` (JVM-free).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$ROOT/infra/setup.sh" --s3
+"$ROOT/infra/setup.sh" --all
 "$ROOT/infra/postgres-server.sh"   # best effort: server binaries for the PostgreSQL-catalog tests
 cd "$ROOT"
 PY="$ROOT/.venv/bin/python"

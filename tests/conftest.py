@@ -5,11 +5,13 @@ shared SparkSession (Iceberg caches catalogs by name, so a new name gives a fres
 
 Markers say what a test needs, and are kept true here (docs/architecture.md, "Tests"):
 
-* ``spark``: the test starts or uses a JVM. A test that requests the SparkSession without the marker is a
-  collection error, and one that reaches Spark any other way (``Lake.spark()``, a subprocess that starts a
-  JVM) fails: for unmarked tests the JVM entry points refuse and ``JAVA_HOME`` points nowhere;
-* ``s3``: the test uses moto's S3 server; ``postgres``: the test needs the PostgreSQL server. Both are added
-  here from the fixtures a test requests (and the ``backend`` parameter of ``tests/backends.py``);
+* ``spark``: the test starts or uses a JVM (the SparkSession, Spark in a subprocess, or a JVM server: the Kafka
+  broker, the REST catalog). A test that requests the SparkSession without the marker is a collection error,
+  and one that reaches Spark any other way (``Lake.spark()``, a subprocess that starts a JVM) fails: for
+  unmarked tests the JVM entry points refuse and ``JAVA_HOME`` points nowhere;
+* ``s3``: the test uses moto's S3 server; ``postgres``: the test needs the PostgreSQL server; ``kafka``: the
+  Kafka broker; ``rest``: the REST catalog server. All four are added here from the fixtures a test requests
+  (and the ``backend`` parameter of ``tests/backends.py``); ``kafka`` and ``rest`` add ``spark`` too;
 * ``slow``: left out of the pre-commit loop ``pytest -m "not slow"``, which keeps at least one test of every
   route and of every SEMANTICS section's core rules. Slow are: the longer randomised runs, tests that start
   JVMs of their own (CLI and ``spark-submit`` subprocesses) beyond one per route, the second layout or failure
@@ -40,7 +42,8 @@ from compactor.lake import Lake
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.backends"]  # fixtures any test module may use
+# fixtures any test module may use
+pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.servers", "tests.backends"]
 
 # Property tests: no per-example deadline and no "too slow" health check (other jobs share the machine's two
 # cores, so timings say nothing); a failure prints the blob that reproduces it.
@@ -79,6 +82,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 NO_JVM_HOME = "/nonexistent/tests-without-the-spark-marker-must-not-start-a-JVM"
 SPARK_FIXTURE = "spark_session"  # ``spark`` and every fixture built on it request this one
+# fixture -> marker (tests/servers.py); the Connect worker runs on the broker
+JVM_SERVER_FIXTURES = {"kafka_broker": "kafka", "kafka_connect": "kafka", "rest_catalog": "rest"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -97,10 +102,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.s3)
         if "postgres_server" in fixtures or backend == "postgres":
             item.add_marker(pytest.mark.postgres)
+        servers = [marker for fixture, marker in JVM_SERVER_FIXTURES.items() if fixture in fixtures]
+        if backend == "rest" and "rest" not in servers:
+            servers.append("rest")
+        for marker in servers:
+            item.add_marker(getattr(pytest.mark, marker))
+        if servers and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("spark") is not None and (
                 item.get_closest_marker("s3") is not None or item.get_closest_marker("postgres") is not None):
             item.add_marker(pytest.mark.slow)
-        if SPARK_FIXTURE in fixtures:  # tests that start their own JVMs (subprocesses) may run on either worker
+        if SPARK_FIXTURE in fixtures or servers:  # tests that start their own JVMs may run on either worker
             item.add_marker(pytest.mark.xdist_group("spark-session"))
     if unmarked:
         raise pytest.UsageError("these tests use the SparkSession but are not marked @pytest.mark.spark: "
@@ -144,8 +156,10 @@ def new_lake_config(warehouse: str | Path, catalog_uri: str | None = None, **env
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[Lake]:
-    """A fresh local lake (pyiceberg only; no Spark)."""
+    """A fresh local lake (pyiceberg only; no Spark), created: opening a lake never creates one
+    (tests/test_lake_opening.py), and tests on this one start from an empty lake."""
     instance = Lake(new_lake_config(tmp_path / "warehouse"))
+    instance.open(create=True)
     yield instance
     instance.close()
 
@@ -153,7 +167,7 @@ def lake(tmp_path: Path) -> Iterator[Lake]:
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[SparkSession]:
     """The one SparkSession of the test run (small, local, quiet)."""
-    from compactor.spark.jars import S3A_JARS, jars_dir
+    from compactor.spark.jars import ICEBERG_AWS_JARS, ICEBERG_AWS_SET, S3_SET, S3A_JARS, jars_dir
     from compactor.spark.session import get_or_create_session
 
     extra = {
@@ -164,13 +178,15 @@ def spark_session() -> Iterator[SparkSession]:
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
     }
-    have_s3 = all((jars_dir() / name).exists() for name in S3A_JARS)
+    have_s3 = all((jars_dir() / S3_SET / name).exists() for name in S3A_JARS)
     bootstrap = new_lake_config(Path(os.environ.get("TMPDIR", "/tmp")) / "compactor-test-bootstrap")
     if have_s3:
         # Load the S3A jars at start so S3 tests can share this session.
         from compactor.spark.jars import required_jars
 
-        extra["spark.jars"] = ",".join([*required_jars(s3=True, postgres=False), "/usr/share/java/postgresql.jar"])
+        # and Iceberg's AWS bundle, for a REST catalog's vended credentials
+        have_aws = all((jars_dir() / ICEBERG_AWS_SET / name).exists() for name in ICEBERG_AWS_JARS)
+        extra["spark.jars"] = ",".join(required_jars(s3=True, rest=have_aws))
     session = get_or_create_session(bootstrap, extra=extra)
     yield session
     session.stop()

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from compactor.cli import consuming, maintenance, records, topic
+from compactor.cli import consuming, maintenance, produce_read, topic_verbs
 from compactor.errors import CompactorError, UsageError
 from compactor.iceberg.catalog import first_line
 from compactor.progress import LOG_LEVELS, parse_log_level
 
 # Every verb registers itself the same way: a module with ``register(subparsers)`` whose parsers set ``handler``.
-VERB_MODULES = (topic, records, maintenance, consuming)
+VERB_MODULES = (topic_verbs, produce_read, maintenance, consuming)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,9 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pulsar-style, non-destructive two-phase topic compaction on Apache Iceberg.",
     )
     parser.add_argument("--warehouse", help="local directory or s3://bucket/prefix "
-                        "(env COMPACTOR_WAREHOUSE, default ./warehouse)")
-    parser.add_argument("--catalog-uri", help="SQLite file or postgresql://... catalog database "
-                        "(env COMPACTOR_CATALOG_URI; default for a local warehouse: a SQLite file inside it)")
+                        "(env COMPACTOR_WAREHOUSE, default ./warehouse; on a REST catalog, optional: where the "
+                        "product puts its tables, else the catalog chooses)")
+    parser.add_argument("--catalog-uri", help="SQLite file or postgresql://... catalog database, or an Iceberg REST "
+                        "catalog's http(s)://... URI (env COMPACTOR_CATALOG_URI; default for a local warehouse: a "
+                        "SQLite file inside it). A REST catalog's warehouse name and credentials come from the "
+                        "environment or files only: COMPACTOR_REST_WAREHOUSE, COMPACTOR_REST_CREDENTIAL, "
+                        "COMPACTOR_REST_TOKEN, COMPACTOR_REST_PROPERTIES_FILE")
     parser.add_argument("--group-store", metavar="URI",
                         help="where consumer groups live (env COMPACTOR_GROUP_STORE): sqlite:///path, "
                         "postgresql://user@host/db, s3://bucket/prefix or a directory. Default: the catalog's "

@@ -6,8 +6,10 @@
 * ``file:///dir`` or a directory path: a local directory, with atomic create (one host).
 
 Default: the catalog's own database when the catalog is a SQL database (a local warehouse's ``catalog.db``:
-nothing to set up), else ``<warehouse>/_groups`` in the warehouse's own storage. Groups of a lake are kept
-apart from other lakes' by the catalog name (a column of the rows, a path segment of the objects).
+nothing to set up), else (an Iceberg REST catalog) ``<warehouse>/_groups`` in the warehouse's own storage
+when a warehouse location is given; a REST catalog that places its tables itself needs ``--group-store``.
+Groups of a lake are kept apart from other lakes' by the catalog name (a column of the rows, a path segment of
+the objects).
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ def group_store_uri(config: LakeConfig) -> str:
     if config.group_store:
         return config.group_store
     catalog = config.catalog
-    if catalog.sqlalchemy_url.startswith(("sqlite", "postgresql")):
+    if not catalog.is_rest and catalog.sqlalchemy_url.startswith(("sqlite", "postgresql")):
         return catalog.sqlalchemy_url
+    if not config.warehouse:
+        raise InputError(f"{catalog.describe()} places its tables itself, so consumer groups have no default place: "
+                         "give one with --group-store (or COMPACTOR_GROUP_STORE): s3://bucket/prefix, "
+                         "postgresql://user@host/db or a directory")
     return f"{config.warehouse.rstrip('/')}/{DEFAULT_PREFIX}"
 
 

@@ -3,8 +3,9 @@
 Each object is one file whose first line is its version. A conditional write takes the object's lock file
 (``flock``), checks the version is still the one the writer read, and replaces the file by an atomic rename of a
 fully written temporary file (the file and then the directory synced to disk), so readers (who take no lock)
-see the old object or the new one, never a part of either, and a write that returned survives a crash. Locks are the host's: a directory fences the processes of one host. The clock is the file system's,
-the modification time of a file written just then.
+see the old object or the new one, never a part of either, and a write that returned survives a crash. Locks
+are the host's: a directory fences the processes of one host. The clock is the file system's, the modification
+time of a file written just then.
 """
 
 from __future__ import annotations

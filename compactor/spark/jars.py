@@ -1,5 +1,6 @@
-"""Where the Spark jars are: put in place by ``infra/setup.sh`` (from PyPI artifacts; Maven is unreachable), and
-the project's own compiled Spark functions (``compactor-udf.jar``, built by the set-up from ``java/``)."""
+"""Where the Spark jars are: put in place by ``infra/setup.sh`` from Maven Central (one folder per jar set, pinned
+by ``infra/jars.lock``), and the project's own compiled Spark functions (``compactor-udf.jar``, built by the
+set-up from ``java/``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ from pathlib import Path
 
 from compactor.errors import MissingJarsError
 
-ICEBERG_RUNTIME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-SHADED_JACKSON = "iceberg-shaded-jackson-2.15.2.jar"
-S3A_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
-SQLITE_JDBC = "/usr/share/java/sqlite-jdbc.jar"
-POSTGRES_JDBC = "/usr/share/java/postgresql.jar"
+# The jar sets a Spark session uses (folders of the jars directory) and their files, as infra/jars.lock pins them
+# (tests/spark/test_jars.py keeps the two in step).
+SPARK_SET = "spark"
+S3_SET = "s3"
+ICEBERG_AWS_SET = "aws"
+ICEBERG_RUNTIME = "iceberg-spark-runtime-3.5_2.12-1.10.1.jar"
+SQLITE_JDBC = "sqlite-jdbc-3.50.3.0.jar"
+POSTGRES_JDBC = "postgresql-42.7.7.jar"
+SPARK_JARS = (ICEBERG_RUNTIME, SQLITE_JDBC, POSTGRES_JDBC)
+S3A_JARS = ("hadoop-aws-3.3.4.jar", "aws-java-sdk-bundle-1.12.262.jar", "wildfly-openssl-1.0.7.Final.jar")
+ICEBERG_AWS_JARS = ("iceberg-aws-bundle-1.10.1.jar",)  # Iceberg's S3FileIO: a REST catalog's vended credentials
 UDF_JAR = "compactor-udf.jar"
 UDF_SOURCES = Path(__file__).resolve().parent / "java"
 SOURCE_HASH_ATTRIBUTE = "Compactor-Source-SHA256"
@@ -27,18 +34,30 @@ def jars_dir() -> Path:
     return Path(override) if override else Path(sys.prefix) / "share" / "compactor" / "jars"
 
 
-def required_jars(*, s3: bool, postgres: bool, directory: Path | None = None, check: bool = True) -> list[str]:
-    """Absolute paths of every jar a session needs: Iceberg's runtime and its relocated Jackson, the JDBC
-    driver of the catalog, and for S3 the S3A jars.
+def s3_jars_installed(directory: Path | None = None) -> bool:
+    """Whether ``infra/setup.sh --s3`` installed the S3 jars (S3A, and Iceberg's AWS bundle)."""
+    base = directory or jars_dir()
+    return all((base / S3_SET / name).exists() for name in S3A_JARS) and all(
+        (base / ICEBERG_AWS_SET / name).exists() for name in ICEBERG_AWS_JARS)
+
+
+def required_jars(*, s3: bool, directory: Path | None = None, check: bool = True, rest: bool = False) -> list[str]:
+    """Absolute paths of every jar a session needs: Iceberg's runtime, the project's functions, for S3 the S3A
+    jars (and on a REST catalog Iceberg's AWS bundle, for the credentials it vends), and the SQL catalogs' JDBC
+    drivers (SQLite and PostgreSQL; ``COMPACTOR_JDBC_JAR`` names another).
 
     ``check`` (a local session) raises a clear error naming what is missing; a ``spark-submit`` command is
     built with ``check=False`` and the jar directory of the machine that will submit it.
     """
     base = directory or jars_dir()
-    wanted = [base / ICEBERG_RUNTIME, base / SHADED_JACKSON, base / UDF_JAR]
+    override = os.environ.get("COMPACTOR_JDBC_JAR")
+    drivers = [Path(override)] if override else [base / SPARK_SET / SQLITE_JDBC, base / SPARK_SET / POSTGRES_JDBC]
+    wanted = [base / SPARK_SET / ICEBERG_RUNTIME, base / UDF_JAR]
     if s3:
-        wanted += [base / name for name in S3A_JARS]
-    wanted.append(Path(os.environ.get("COMPACTOR_JDBC_JAR", POSTGRES_JDBC if postgres else SQLITE_JDBC)))
+        wanted += [base / S3_SET / name for name in S3A_JARS]
+        if rest:
+            wanted += [base / ICEBERG_AWS_SET / name for name in ICEBERG_AWS_JARS]
+    wanted += drivers
     missing = [str(p) for p in wanted if not p.exists()]
     if check and missing:
         hint = "infra/setup.sh --s3" if s3 else "infra/setup.sh"
@@ -50,7 +69,7 @@ def required_jars(*, s3: bool, postgres: bool, directory: Path | None = None, ch
 
 def udf_source_hash(source_dir: Path = UDF_SOURCES) -> str | None:
     """SHA-256 over the ``.java`` files under ``source_dir`` (relative path and content, in path order), as
-    ``infra/udf_jar.py`` records it in the jar; ``None`` where the sources are not installed."""
+    ``infra/java_jars.py`` records it in the jar; ``None`` where the sources are not installed."""
     sources = sorted(source_dir.rglob("*.java"))
     if not sources:
         return None

@@ -29,14 +29,31 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
     assert "spark.hadoop.fs.s3a.endpoint=http://minio:9000" in command
     assert "spark.hadoop.fs.s3a.path.style.access=true" in command
     jars = command[command.index("--jars") + 1].split(",")
-    assert [Path(j).name for j in jars] == ["iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
-                                             "iceberg-shaded-jackson-2.15.2.jar", "compactor-udf.jar",
-                                             "hadoop-aws-3.3.1.jar",
-                                             "aws-java-sdk-bundle-1.11.901.jar", "postgresql.jar"]
+    assert [Path(j).name for j in jars] == ["iceberg-spark-runtime-3.5_2.12-1.10.1.jar", "compactor-udf.jar",
+                                             "hadoop-aws-3.3.4.jar", "aws-java-sdk-bundle-1.12.262.jar",
+                                             "wildfly-openssl-1.0.7.Final.jar", "sqlite-jdbc-3.50.3.0.jar",
+                                             "postgresql-42.7.7.jar"]
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
     assert command[-2:] == ["compact", "shop.orders"]
     assert command[-4:-2] == ["--catalog-uri", "postgresql://compactor@postgres:5432/catalog"]
     assert command[-7].endswith("compactor/cli/submit.py")
+
+
+def test_submit_command_for_a_rest_catalog_never_contains_its_secrets(tmp_path: Path) -> None:
+    headers = tmp_path / "rest.properties"
+    headers.write_text("header.X-Api-Key=key-secret\nscope=PRINCIPAL_ROLE:ALL\n")
+    headers.chmod(0o600)
+    env = {**S3_ENV, "COMPACTOR_REST_CREDENTIAL": "client:client-secret", "COMPACTOR_REST_WAREHOUSE": "prod",
+           "COMPACTOR_REST_PROPERTIES_FILE": str(headers)}
+    config = LakeConfig.resolve(catalog_uri="https://polaris.example/api/catalog", env=env)
+    command = submit_command(config, ["compact", "shop.orders"], master="spark://spark-master:7077", warehouse=None,
+                             catalog_uri="https://polaris.example/api/catalog")
+    text = " ".join(command)
+    assert "client-secret" not in text and "key-secret" not in text and "very-secret" not in text
+    assert "spark.sql.catalog.lake.type=rest" in command and "spark.sql.catalog.lake.warehouse=prod" in command
+    assert "spark.sql.catalog.lake.scope=PRINCIPAL_ROLE:ALL" in command
+    assert "--warehouse" not in command  # the catalog places the tables
+    assert command[-4:] == ["--catalog-uri", "https://polaris.example/api/catalog", "compact", "shop.orders"]
 
 
 def test_deploy_cli_requires_a_verb(capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,7 +63,7 @@ def test_deploy_cli_requires_a_verb(capsys: pytest.CaptureFixture[str]) -> None:
     assert deploy_main(["--master", "local[1]", "--warehouse", "/tmp/w", "--conf", "spark.executor.memory=2g",
                         "--conf", "spark.executor.cores=2", "--", "compact", "a.b"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("spark-submit") and "sqlite-jdbc.jar" in out and "hadoop-aws" not in out
+    assert out.startswith("spark-submit") and "sqlite-jdbc-3.50.3.0.jar" in out and "hadoop-aws" not in out
     assert "--conf spark.executor.memory=2g" in out and "--conf spark.executor.cores=2" in out
     with pytest.raises(SystemExit):
         deploy_main(["--master", "local", "--warehouse", "/tmp/w", "--conf", "no-equals-sign", "--", "compact", "a.b"])

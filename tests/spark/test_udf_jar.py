@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def infra_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("udf_jar", ROOT / "infra" / "udf_jar.py")
+    spec = importlib.util.spec_from_file_location("java_jars", ROOT / "infra" / "java_jars.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["udf_jar"] = module
+    sys.modules["java_jars"] = module
     spec.loader.exec_module(module)
     return module
 
@@ -36,7 +36,7 @@ def test_the_jar_is_built_once_and_again_when_a_source_changes(tmp_path: Path) -
     shutil.copytree(jars.UDF_SOURCES, sources)
     spark_jars = Path(pyspark.__file__).parent / "jars"
     dest = tmp_path / "jars"
-    iceberg = jars.jars_dir() / jars.ICEBERG_RUNTIME  # the writer compiles against Iceberg's Spark runtime
+    iceberg = jars.jars_dir() / jars.SPARK_SET / jars.ICEBERG_RUNTIME  # the writer compiles against Iceberg's
     assert udf_jar.source_hash(sources) == jars.udf_source_hash(sources) == jars.udf_source_hash()
     assert udf_jar.ensure_udf_jar(dest, sources, spark_jars, iceberg) is True
     built = dest / jars.UDF_JAR
@@ -54,7 +54,7 @@ def test_the_jar_is_built_once_and_again_when_a_source_changes(tmp_path: Path) -
 
 
 def test_a_session_needs_the_jar(tmp_path: Path) -> None:
-    required = jars.required_jars(s3=False, postgres=False, directory=tmp_path, check=False)
+    required = jars.required_jars(s3=False, directory=tmp_path, check=False)
     assert str(tmp_path / jars.UDF_JAR) in required
     with pytest.raises(MissingJarsError, match=r"compactor-udf\.jar.*infra/setup\.sh"):
-        jars.required_jars(s3=False, postgres=False, directory=tmp_path)
+        jars.required_jars(s3=False, directory=tmp_path)
