@@ -119,7 +119,8 @@ def strip_user_info(uri: str) -> str:
     if parts.username is None and parts.password is None:
         return uri
     host = parts.hostname or ""
-    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def read_properties_file(path: Path) -> dict[str, str]:

@@ -171,7 +171,7 @@ def register_table_storage(spark: SparkSession, config: LakeConfig, table: Table
     session setting: Spark's jobs carry that configuration to their tasks)."""
     if not config.is_rest:
         return
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop = internals.hadoop_configuration(spark)
     for key, value in table_storage_settings(table.io.properties, table.metadata.location).items():
         hadoop.set(key, value)
 
