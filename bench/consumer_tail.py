@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     lake = Lake(warehouse=args.warehouse)
+    lake.open(create=True)
     sizes = [int(f) for f in args.files.split(",")]
     for window in [args.tail_window, *([None] if args.default_window else [])]:
         print(json.dumps(tail_figures(lake, sizes, args.samples, window, args.repeats), indent=2), flush=True)

@@ -93,6 +93,7 @@ def store_commits(kind: str, commits: int, root: Path) -> dict[str, Any]:
             from compactor.config import LakeConfig
 
             lake = Lake(LakeConfig.resolve(str(work / "warehouse"), env=env, group_store=uri))
+            lake.open(create=True)
             lake.create_topic("bench.commits", partitions=2)
             produce(lake.topic("bench.commits"), [ProducerRecord(b"a", b"1", partition=p) for p in (0, 1)])
 

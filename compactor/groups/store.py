@@ -60,9 +60,11 @@ def _unknown(group: str) -> GroupNotFoundError:
 
 
 def backend_of(lake: Lake) -> Backend:
-    """The back-end every ``GroupStore`` of ``lake`` shares (opened on first use)."""
+    """The back-end every ``GroupStore`` of ``lake`` shares (opened on first use, once the lake is known to
+    exist: a group store is never made for a lake that is not there)."""
     backend = _backends.get(lake)
     if backend is None:
+        lake.open()  # LakeNotFoundError naming the warehouse and catalog, before anything is created
         backend = _backends[lake] = open_backend(lake.config)
         weakref.finalize(lake, backend.close)
     return backend

@@ -107,6 +107,7 @@ def test_consume_with_groups_on_s3_in_a_fresh_process(lake: Lake, s3_server: S3S
 def test_the_group_store_option_names_where_groups_live(tmp_path: Path, uri: str) -> None:
     location = f"sqlite:///{tmp_path / 'groups.db'}" if uri == "sqlite" else str(tmp_path / "groups")
     lake = Lake(new_lake_config(tmp_path / "warehouse"), group_store=location)
+    lake.open(create=True)
     lake.create_topic(T)
     produce_keys(lake, T, ["a"])
     with Consumer(lake, T, group="g") as consumer:
