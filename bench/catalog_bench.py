@@ -142,14 +142,15 @@ def main() -> None:
 
         from compactor.groups import GroupStore, TopicPartition
 
-        store = GroupStore(sql)
-        group = [timed(lambda i=i: store.commit("g", None, {TopicPartition("bench.p", 0): (i, -1)}, T0 + i))
+        store = GroupStore(sql)  # a group commit costs the same whatever the catalog: groups have their own store
+        group = [timed(lambda i=i: store.commit("g", None, "", {TopicPartition("bench.p", 0): (i, -1)}))
                  for i in range(args.rounds)]
         result_json = {"rounds": args.rounds, "compactions": args.compactions,
                        "produce": summary(produced), "compact_publish": summary(publish),
                        "compact_run": summary(runs),
                        "group_commit": {"sql_ms": round(statistics.median(group), 1), "rest_ms": None,
-                                        "why": "groups live in a SQL catalog's database for now"}}
+                                        "why": "groups live in a group store of their own, whatever the catalog "
+                                               "(bench.group_store_bench measures each store)"}}
     finally:
         stop(pid)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Consumer benchmark (issue 20): consumer throughput against ``TopicReader.batches()``, produce-to-poll
+"""Consumer benchmark (issues 20 and 29): consumer throughput against ``TopicReader.batches()``, produce-to-poll
 latency, an idle consumer's reads, and group commit cost over a group's life, in one process.
 
     .venv/bin/python -m bench.consumer_bench                                  # 1M records, 3 repetitions
@@ -12,10 +12,12 @@ Figures:
                     Records/s of the polls (the reader's figure includes opening it; the consumer's first
                     poll opens its reader too); the consumer's fixed costs (join, commit, leave) apart
   latency           from a one-record produce's commit to the ``poll`` (default settings) that returns it
-  idle              catalog queries and heartbeat writes per second of a consumer with nothing new
+  idle              catalog loads and heartbeats per second of a consumer with nothing new
   group commit      one ``commit`` of a member (2 partitions) at commit 100 and at ``--commits`` of a group's
-                    life, against the alternative store, a one-record append to a topic of our own (Kafka's
-                    ``__consumer_offsets`` design), at append 100 and ``--topic-commits``
+                    life, for each group store (``--stores``; ``bench.group_store_bench``), and the alternative
+                    design, a one-record append to a topic of our own (Kafka's ``__consumer_offsets``), at
+                    append 100 and ``--topic-commits``
+  tail poll         the poll that returns a one-record append, at ``--tail-files`` raw files (``bench.consumer_tail``)
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.consumer_tail import tail_figures
+from bench.group_store_bench import old_against_new, store_commits
 from bench.workload import BASE_TIME_MS, Workload, append
 from compactor import Consumer
 from compactor.lake import Lake
@@ -44,46 +48,56 @@ def median_range(values: list[float]) -> dict[str, Any]:
             "max": round(max(values), 4), "runs": len(values)}
 
 
-def drain_reader(lake: Lake, name: str, compacted: bool) -> tuple[int, float, float]:
-    started = time.perf_counter()
+def drain_reader(lake: Lake, name: str, compacted: bool) -> tuple[int, float, float, float]:
+    """(records, seconds, CPU seconds of the process, seconds of fixed costs: none)."""
+    started, cpu = time.perf_counter(), time.process_time()
     count = sum(b.num_rows for b in TopicReader(lake, name, read_compacted=compacted).batches())
-    return count, time.perf_counter() - started, 0.0
+    return count, time.perf_counter() - started, time.process_time() - cpu, 0.0
 
 
-def drain_consumer(lake: Lake, name: str, compacted: bool, max_records: int, group: str) -> tuple[int, float, float]:
-    """(records, seconds of polling, seconds of the fixed costs: joining, committing and leaving)."""
+def drain_consumer(lake: Lake, name: str, compacted: bool, max_records: int,
+                   group: str) -> tuple[int, float, float, float]:
+    """(records, seconds of polling, CPU seconds of polling, seconds of the fixed costs: joining, committing and
+    leaving)."""
     total = 0
     started = time.perf_counter()
     consumer = Consumer(lake, name, group=group, read_compacted=compacted)
-    joined = time.perf_counter()
+    joined, cpu = time.perf_counter(), time.process_time()
     while batches := consumer.poll_batches(max_records=max_records):
         total += sum(b.num_rows for b in batches)
-    drained = time.perf_counter()
+    drained, cpu = time.perf_counter(), time.process_time() - cpu
     consumer.commit()
     consumer.close()
-    return total, drained - joined, (joined - started) + (time.perf_counter() - drained)
+    return total, drained - joined, cpu, (joined - started) + (time.perf_counter() - drained)
 
 
 def throughput(lake: Lake, name: str, compacted: bool, repeats: int) -> dict[str, Any]:
+    """Records/s of each way to drain the topic, interleaved run by run, and the ratios of the medians; also
+    the CPU seconds each took (all threads of the process: a figure a busy machine disturbs less)."""
     runs: dict[str, list[float]] = {"reader": [], "consumer_500": [], "consumer_100k": []}
+    cpu: dict[str, list[float]] = {label: [] for label in runs}
     fixed: list[float] = []
     counts: dict[str, int] = {}
     for repeat in range(repeats):  # interleaved, so machine noise hits all alike
-        figures: dict[str, Callable[[], tuple[int, float, float]]] = {
+        figures: dict[str, Callable[[], tuple[int, float, float, float]]] = {
             "reader": partial(drain_reader, lake, name, compacted),
             "consumer_500": partial(drain_consumer, lake, name, compacted, 500, f"t500-{compacted}-{repeat}"),
             "consumer_100k": partial(drain_consumer, lake, name, compacted, 100_000, f"t100k-{compacted}-{repeat}"),
         }
         for label, fn in figures.items():
-            counts[label], seconds, overhead = fn()
+            counts[label], seconds, cpu_seconds, overhead = fn()
             runs[label].append(counts[label] / seconds)
+            cpu[label].append(cpu_seconds)
             if label != "reader":
                 fixed.append(overhead)
     assert len(set(counts.values())) == 1, f"the drains returned different counts: {counts}"
-    reader = statistics.median(runs["reader"])
+    reader, reader_cpu = statistics.median(runs["reader"]), statistics.median(cpu["reader"])
     return {"records": counts["reader"], **{f"{k}_records_per_s": median_range(v) for k, v in runs.items()},
             "ratio_500": round(statistics.median(runs["consumer_500"]) / reader, 3),
             "ratio_100k": round(statistics.median(runs["consumer_100k"]) / reader, 3),
+            **{f"{k}_cpu_s": median_range(v) for k, v in cpu.items()},
+            "cpu_ratio_500": round(reader_cpu / statistics.median(cpu["consumer_500"]), 3),
+            "cpu_ratio_100k": round(reader_cpu / statistics.median(cpu["consumer_100k"]), 3),
             "join_commit_close_ms": median_range([f * 1000 for f in fixed])}
 
 
@@ -124,64 +138,29 @@ def idle(lake: Lake, seconds: float) -> dict[str, Any]:
     consumer = Consumer(lake, "bench.latency", group="idle")
     while consumer.poll():
         pass
-    beats = consumer.membership
-    assert beats is not None
-    counted = {"heartbeats": 0}
-    real = beats.heartbeat
-
-    def counting(now_ms: int) -> Any:
-        counted["heartbeats"] += 1
-        return real(now_ms)
-
-    beats.heartbeat = counting  # type: ignore[method-assign]  # count the heartbeats an idle poll makes
-    before = consumer.watch.reads
+    assert consumer.member is not None
+    beats, loads, opens = consumer.member.beats, consumer.fetcher.loads, consumer.fetcher.opens
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
         assert consumer.poll(timeout_ms=1000) == []
     elapsed = time.perf_counter() - started
+    result = {"seconds": round(elapsed, 1),
+              "catalog_loads_per_s": round((consumer.fetcher.loads - loads) / elapsed, 2),
+              "heartbeats_per_s": round((consumer.member.beats - beats) / elapsed, 2),
+              "fetches_opened": consumer.fetcher.opens - opens}
     consumer.close()
-    return {"seconds": round(elapsed, 1), "catalog_queries_per_s": round((consumer.watch.reads - before) / elapsed, 2),
-            "heartbeat_writes_per_s": round(counted["heartbeats"] / elapsed, 2),
-            "data_or_table_metadata_reads": 0}
+    return result
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
-def _old_against_new(make: Callable[[str], Callable[[int], object]], total: int) -> dict[str, Any]:
-    """Commit ``total`` times to an old store object; over its last 100, alternate with the first 100 commits
-    of a new one, so both figures come from the same minutes of a shared machine. Medians of the last 50."""
-    old = make("old")
-    for i in range(total - 100):
-        old(i)
-    new = make("new")
-    old_times, new_times = [], []
-    for i in range(100):
-        old_times.append(_timed(partial(old, total - 100 + i)))
-        new_times.append(_timed(partial(new, i)))
-    at_new, at_old = statistics.median(new_times[50:]), statistics.median(old_times[50:])
-    return {"commits": total, "at_100_ms": round(at_new * 1000, 2), f"at_{total}_ms": round(at_old * 1000, 2),
-            "ratio": round(at_old / at_new, 3)}
-
-
-def group_commits(lake: Lake, commits: int, topic_commits: int) -> dict[str, Any]:
-    lake.create_topic("bench.commits", partitions=2)
-    produce(lake.topic("bench.commits"), [ProducerRecord(b"a", b"1", partition=p) for p in (0, 1)])
-
-    def member(group: str) -> Callable[[int], object]:
-        consumer = Consumer(lake, "bench.commits", group=f"commits-{group}")
-        return lambda i: consumer.commit({0: i % 2, 1: (i + 1) % 2})
-
+def offsets_topic_commits(lake: Lake, topic_commits: int) -> dict[str, Any]:
+    """The alternative design for a group store: a one-record append per commit to a compacted topic of our own
+    (Kafka's ``__consumer_offsets``)."""
     def offsets_topic(label: str) -> Callable[[int], object]:
         lake.create_topic(f"bench.offsets_{label}", config={"cleanup.policy": "compact"})
         topic = lake.topic(f"bench.offsets_{label}")
         return lambda i: produce(topic.refresh(), [ProducerRecord(b"commits/bench.commits/0", str(i).encode())])
 
-    return {"sql_table": _old_against_new(member, commits),
-            "topic_append": _old_against_new(offsets_topic, topic_commits)}
+    return old_against_new(offsets_topic, topic_commits)
 
 
 def main() -> None:
@@ -193,8 +172,13 @@ def main() -> None:
     parser.add_argument("--compacted", action="store_true", help="also the compacted view (runs Spark)")
     parser.add_argument("--latency-samples", type=int, default=40)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--commits", type=int, default=10_000)
+    parser.add_argument("--commits", type=int, default=10_000, help="group commits per group store")
+    parser.add_argument("--stores", default="sqlite",
+                        help="group stores to measure (all: sqlite,postgres,s3,directory; or bench.group_store_bench)")
     parser.add_argument("--topic-commits", type=int, default=1_000)
+    parser.add_argument("--tail-files", default="",
+                        help="raw files of the tail-poll figure, e.g. 100,10000 (or bench.consumer_tail)")
+    parser.add_argument("--tail-samples", type=int, default=40)
     parser.add_argument("--throughput-only", action="store_true", help="skip latency, idle and commit figures")
     parser.add_argument("--workdir", default="bench/data/consumer")
     parser.add_argument("--out", default="bench/results/consumer.json")
@@ -228,7 +212,12 @@ def main() -> None:
     if not args.throughput_only:
         result["latency"] = latency(lake, args.latency_samples)
         result["idle"] = idle(lake, args.idle_seconds)
-        result["group_commit"] = group_commits(lake, args.commits, args.topic_commits)
+        result["group_commit"] = [store_commits(kind, args.commits, workdir / "group-stores")
+                                  for kind in args.stores.split(",")]
+        result["offsets_topic_append"] = offsets_topic_commits(lake, args.topic_commits)
+        if args.tail_files:
+            result["tail_poll"] = tail_figures(lake, [int(f) for f in args.tail_files.split(",")],
+                                               args.tail_samples)
     print(json.dumps(result, indent=2), flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

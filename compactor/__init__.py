@@ -14,6 +14,8 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on
     from compactor.compaction.job import TwoPhaseCompactor
     from compactor.consumer.consumer import Consumer
     from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
+    from compactor.consumer.positions import OffsetAndTimestamp
+    from compactor.consumer.rebalance import ConsumerRebalanceListener
     from compactor.groups.model import TopicPartition
     from compactor.lake import Lake
     from compactor.producing.buffered import Producer
@@ -30,6 +32,8 @@ _LAZY = {
     "produce_dataframe": "compactor.producing.dataframe",
     "Producer": "compactor.producing.buffered",
     "Consumer": "compactor.consumer.consumer",
+    "ConsumerRebalanceListener": "compactor.consumer.rebalance",
+    "OffsetAndTimestamp": "compactor.consumer.positions",
     "TopicPartition": "compactor.groups.model",
     "Increment": "compactor.consumer.increments",
     "read_increment": "compactor.consumer.increments",
@@ -39,9 +43,9 @@ _LAZY = {
     "run_retention": "compactor.retention.run",
 }
 
-__all__ = ["Consumer", "Increment", "Lake", "Producer", "ProducerRecord", "TopicPartition", "TwoPhaseCompactor",
-           "consume_dataframes", "produce", "produce_arrow", "produce_dataframe", "read_increment", "run_retention",
-           "topic_sink"]
+__all__ = ["Consumer", "ConsumerRebalanceListener", "Increment", "Lake", "OffsetAndTimestamp", "Producer",
+           "ProducerRecord", "TopicPartition", "TwoPhaseCompactor", "consume_dataframes", "produce", "produce_arrow",
+           "produce_dataframe", "read_increment", "run_retention", "topic_sink"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

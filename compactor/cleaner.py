@@ -6,7 +6,8 @@ One pass:
 1. assess every topic (metadata only, ``status.assess_topic``);
 2. compact the due ones in order of dirty ratio, highest first (ties: more dirty bytes first, then name);
 3. run retention on every topic (retention applies whether a topic compacts or not);
-4. remove consumer groups with no commit for ``offsets.retention.ms`` and no live member (``groups``);
+4. remove consumer groups empty for ``offsets.retention.ms`` (KIP-211: counted from when the last member left,
+   or from the last commit of a group that never had members; ``groups``);
 5. report the pass (JSON) and log metric lines (``compactor.metrics``: each compaction and retention logs its own,
    as it does when run alone; the cleaner adds its failures, its passes and the groups it expired).
 
@@ -206,20 +207,21 @@ class Cleaner:
             else:
                 if not outcome.errors:
                     self.transient_failures.pop(name, None)  # a clean pass ends a run of transient failures
-        self._expire_groups(result, now)
+        self._expire_groups(result, now_ms)
         result.duration_ms = int((time.monotonic() - started) * 1000)
         metrics.emit("cleaner-pass", None, topics=len(names), compacted=len(result.compaction_order),
                      failed=len(result.failed), duration_ms=result.duration_ms, stopped=result.stopped)
         return result
 
-    def _expire_groups(self, result: PassResult, now: int) -> None:
-        """Remove consumer groups with no commit for ``offsets.retention.ms`` and no live member."""
+    def _expire_groups(self, result: PassResult, now_ms: int | None) -> None:
+        """Remove consumer groups that have had no live member (or, never having had one, no commit) for
+        ``offsets.retention.ms`` (KIP-211), on the group store's clock unless the pass was given ``now_ms``."""
         from compactor.groups import GroupStore, offsets_retention_ms
 
         if not self.lake.has_group_store:
             return
         try:
-            result.expired_groups = GroupStore(self.lake).expire(now, offsets_retention_ms())
+            result.expired_groups = GroupStore(self.lake).expire(offsets_retention_ms(), now_ms)
         except Exception as exc:  # never stops the pass; logged like a topic's failure
             log.warning("cleaner: expiring consumer groups failed: %s: %s", type(exc).__name__, first_line(exc))
         for group in result.expired_groups:

@@ -141,6 +141,7 @@ class LakeConfig:
     catalog: CatalogUri
     catalog_name: str = DEFAULT_CATALOG_NAME
     s3: S3Settings = field(default_factory=S3Settings)
+    group_store: str | None = None  # where consumer groups live (``groups.location``); None: the default
 
     @property
     def is_s3(self) -> bool:
@@ -169,6 +170,7 @@ class LakeConfig:
         warehouse: str | None = None,
         catalog_uri: str | None = None,
         env: Mapping[str, str] | None = None,
+        group_store: str | None = None,
     ) -> LakeConfig:
         """Combine arguments, environment and defaults into a validated configuration."""
         environ = os.environ if env is None else env
@@ -195,7 +197,8 @@ class LakeConfig:
             catalog = CatalogUri.parse(str(local / CATALOG_FILE))
         else:
             catalog = CatalogUri.parse(raw_catalog, catalog_password(environ))
-        return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3)
+        groups = group_store or environ.get("COMPACTOR_GROUP_STORE") or None
+        return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3, group_store=groups)
 
 
 def is_rest_uri(uri: str) -> bool:

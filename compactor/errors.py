@@ -94,6 +94,10 @@ class SnapshotExpiredError(NotFoundError):
     """A pinned snapshot is gone (the reader outlived its lease)."""
 
 
+class DataFileMissingError(NotFoundError):
+    """A data file the current snapshot of a topic names cannot be read, even after loading the table again."""
+
+
 class GroupNotFoundError(NotFoundError):
     """A consumer group named by the caller has no committed positions and no members (or was deleted)."""
 
@@ -116,6 +120,11 @@ class TopicCorruptError(CompactorError):
 class NotOwnerError(CompactorError):
     """A group member committed (or read for) a partition it does not own under a live lease: it was
     reassigned, or the member's ``session.timeout.ms`` lease expired. Nothing was changed."""
+
+
+class FencedInstanceIdError(NotOwnerError):
+    """Another process joined the group with this member's ``group.instance.id`` (or member id) and took its
+    place (Kafka's ``FencedInstanceIdException``): this one must stop; it never takes the partitions back."""
 
 
 class GroupBusyError(InputError):

@@ -9,13 +9,13 @@ other use of a warehouse or catalog that does not exist is a ``LakeNotFoundError
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     NamespaceAlreadyExistsError,
     NoSuchNamespaceError,
@@ -37,7 +37,6 @@ from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from sqlalchemy import Engine
 
 MAX_PARTITIONS = 10_000
 
@@ -55,8 +54,11 @@ class Lake:
     """A connection to one Iceberg warehouse and catalog."""
 
     def __init__(self, config: LakeConfig | None = None, *, warehouse: str | None = None,
-                 catalog_uri: str | None = None) -> None:
-        self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri)
+                 catalog_uri: str | None = None, group_store: str | None = None) -> None:
+        self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri,
+                                                   group_store=group_store)
+        if config is not None and group_store is not None:
+            self.config = dataclasses.replace(config, group_store=group_store)
         self._catalog: Catalog | None = None
         self._spark: SparkSession | None = None
         self._job_spark: SparkSession | None = None
@@ -80,18 +82,10 @@ class Lake:
 
     @property
     def has_group_store(self) -> bool:
-        """Whether this lake can hold consumer groups: for now only in a SQL catalog's database (not on a REST
-        catalog, until groups have a store of their own)."""
-        return not self.config.is_rest
-
-    def sql_engine(self) -> Engine:
-        """The SQL catalog's database engine, for what lives beside the catalog's tables (consumer groups, the
-        consumers' change watch) until those have a store of their own; on a REST catalog, a clear error."""
-        catalog = self.catalog
-        if not isinstance(catalog, SqlCatalog):
-            raise InputError(f"consumer groups and consumers need a SQL catalog database for now; {self.describe()} "
-                             "is a REST catalog")
-        return catalog.engine
+        """Whether this lake has somewhere for consumer groups: a group store it names (``group_store``), else
+        the default (``groups.location``): a SQL catalog's database, or a warehouse location's storage. A REST
+        catalog that chooses its tables' locations itself (no warehouse given) has none unless one is named."""
+        return bool(self.config.group_store) or not self.config.is_rest or bool(self.config.warehouse)
 
     def spark(self) -> SparkSession:
         """The SparkSession for this lake (started on first use; reused afterwards)."""

@@ -59,6 +59,14 @@ def _sorted_batches(batches: Sequence[pa.RecordBatch]) -> list[pa.RecordBatch]:
     return out
 
 
+def in_offset_order(collected: Sequence[pa.RecordBatch], one_file: bool, after: int) -> list[pa.RecordBatch]:
+    """The batches read from one cluster of files (``clusters``), non-empty and in offset order: as read when
+    they are one file's rows already sorted past offset ``after``, else sorted."""
+    if one_file and _is_sorted(collected, after):
+        return [b for b in collected if b.num_rows]
+    return _sorted_batches(collected)
+
+
 def ordered_batches(reader: TaskReader, tasks: Sequence[FileScanTask]) -> Iterator[pa.RecordBatch]:
     """Every row of ``tasks`` (one partition) in offset order, as Arrow batches."""
     yield from ordered_units([[(reader, task) for task in tasks]])
@@ -81,10 +89,6 @@ def ordered_units(units: Sequence[Sequence[tuple[TaskReader, FileScanTask]]]) ->
             collected: list[pa.RecordBatch] = []
             for _ in group:
                 collected.extend(next(stream))
-            if len(group) == 1 and _is_sorted(collected, last):
-                result = [b for b in collected if b.num_rows]
-            else:
-                result = _sorted_batches(collected)
-            for batch in result:
+            for batch in in_offset_order(collected, len(group) == 1, last):
                 last = int(batch.column(OFFSET)[batch.num_rows - 1].as_py())
                 yield batch

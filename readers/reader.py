@@ -33,7 +33,7 @@ from compactor.topics.records import Record
 from compactor.topics.topic import Topic
 from readers.batches import batch_to_records, to_topic_schema
 from readers.ordering import ordered_batches, ordered_units
-from readers.pinned import PinnedView, Segment, expired_if_missing
+from readers.pinned import PinnedView, Pins, Segment, expired_if_missing
 from readers.positions import ResetPolicy, StartPosition, StartSpec, normalise_start
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class TopicReader:
         reset: ResetPolicy | None = None,
         as_of_cursor: int | None = None,
         now_ms: int | None = None,
+        pins: Pins | None = None,
     ) -> None:
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         if reset not in (None, "earliest", "latest"):
@@ -75,7 +76,7 @@ class TopicReader:
         self.read_compacted = read_compacted
         self.reset = reset
         self.pinned = PinnedView(lake, name, read_compacted=read_compacted, as_of_cursor=as_of_cursor,
-                                 now_ms=resolve_now_ms(now_ms))
+                                 now_ms=resolve_now_ms(now_ms), pins=pins)
         self.topic: Topic = self.pinned.topic
         self.partitions = self.pinned.partitions
         self.next_offsets = self.pinned.next_offsets
@@ -240,4 +241,4 @@ class TopicReader:
         }
 
 
-__all__ = ["ReaderOptions", "Segment", "TopicReader", "batch_to_records", "to_topic_schema"]
+__all__ = ["Pins", "ReaderOptions", "Segment", "TopicReader", "batch_to_records", "to_topic_schema"]

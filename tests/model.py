@@ -38,13 +38,11 @@ class ModelCursor:
 
 
 @dataclass
-class TopicModel:
-    """The raw log of one topic and its cursor, as the contract describes them."""
+class RawLog:
+    """A topic's raw log as produced so far: per partition, its records in offset order (dense from 0)."""
 
     partitions: int
     log: list[list[Record]] = field(default_factory=list)
-    cursor: ModelCursor | None = None
-    stamped: dict[tuple[int, int], int] = field(default_factory=dict)  # every delete horizon a run stored
 
     def __post_init__(self) -> None:
         if not self.log:
@@ -54,6 +52,14 @@ class TopicModel:
         for r in records:
             assert r.offset == len(self.log[r.partition]), "the model expects dense offsets in order"
             self.log[r.partition].append(r)
+
+
+@dataclass
+class TopicModel(RawLog):
+    """The raw log of one topic and its cursor, as the contract describes them."""
+
+    cursor: ModelCursor | None = None
+    stamped: dict[tuple[int, int], int] = field(default_factory=dict)  # every delete horizon a run stored
 
     def next_offsets(self) -> list[int]:
         return [len(records) for records in self.log]
@@ -149,3 +155,36 @@ class TopicModel:
         if self.cursor is None:
             return []
         return [(row.record, row.delete_horizon_ms) for _, row in sorted(self.cursor.rows.items())]
+
+
+# --- consumers (SEMANTICS section 7) ----------------------------------------------------------------------
+
+
+@dataclass
+class ConsumerModel(RawLog):
+    """What section 7 allows a group's consumers to return, over one topic's raw log as produced so far.
+
+    ``check_delivery``: a member's deliveries of a partition, within one ownership session, start at the
+    group's committed position when the session began and continue with every next offset, once each, in
+    order; a jump forward is allowed only to a position a reset recorded (retention overtook the position, or
+    ``group reset``). ``check_exactly_once``: an output that records the input ``(partition, offset)`` of each
+    record holds each at most once, and every input record from the partition's last recorded reset on."""
+
+    def check_delivery(self, record: Record, expected: int, reset_to: int | None, what: str) -> int:
+        """Check one delivered record against the next offset ``expected`` of its session; returns the next."""
+        assert record == self.log[record.partition][record.offset], f"{what}: {record.offset} differs from the log"
+        if record.offset != expected:
+            assert reset_to is not None and reset_to == record.offset and record.offset > expected, \
+                f"{what}: partition {record.partition} jumped from {expected} to {record.offset} without a reset"
+        return record.offset + 1
+
+    def check_exactly_once(self, produced: list[tuple[int, int]], reset_from: dict[int, int], what: str) -> None:
+        """``produced``: the input ``(partition, offset)`` of every output record; ``reset_from``: per partition,
+        the position of its last recorded reset (0 when none)."""
+        seen: set[tuple[int, int]] = set()
+        for key in produced:
+            assert key not in seen, f"{what}: input {key} is in the output twice"
+            seen.add(key)
+        for p in range(self.partitions):
+            missing = [o for o in range(reset_from.get(p, 0), len(self.log[p])) if (p, o) not in seen]
+            assert not missing, f"{what}: inputs {missing[:5]} of partition {p} are not in the output"

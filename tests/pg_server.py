@@ -8,6 +8,7 @@ a temporary directory removed at the end.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shlex
@@ -80,12 +81,14 @@ class PostgresServer:
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+@contextlib.contextmanager
+def running_postgres(*, fsync: bool = False) -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server on 127.0.0.1 and a free port while the block runs (``fsync`` off for tests;
+    on for a benchmark that should pay what a real server pays). ``LookupError`` if none is installed."""
     bin_dir = server_binaries()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL server binaries on this machine (infra/setup.sh installs the 'postgresql' "
-                    "Debian package when run as root); the SQLite and S3 back-ends still run")
+        raise LookupError("no PostgreSQL server binaries on this machine (infra/setup.sh installs the "
+                          "'postgresql' Debian package when run as root)")
     root = Path(tempfile.mkdtemp(prefix="compactor-pg-"))
     as_user: list[str] = []
     if os.geteuid() == 0:
@@ -95,9 +98,19 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         server.run("initdb", "-D", str(server.data_dir), "-A", "trust", "-U", "postgres", "--no-sync")
         server.run("pg_ctl", "-D", str(server.data_dir), "-w", "-l", str(root / "log"), "-o",
-                   f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+                   f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync={'on' if fsync else 'off'}",
+                   "start")
         yield server
     finally:
         if (server.data_dir / "postmaster.pid").exists():
             server.run("pg_ctl", "-D", str(server.data_dir), "-w", "-m", "immediate", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        with running_postgres() as server:
+            yield server
+    except LookupError as exc:
+        pytest.skip(f"{exc}; the SQLite and S3 back-ends still run")

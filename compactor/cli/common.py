@@ -13,8 +13,9 @@ from compactor.topics.settings import parse_assignments
 
 
 def lake_of(args: argparse.Namespace) -> Lake:
-    """The lake named by ``--warehouse`` / ``--catalog-uri`` (or their environment variables)."""
-    return Lake(warehouse=args.warehouse, catalog_uri=args.catalog_uri)
+    """The lake named by ``--warehouse`` / ``--catalog-uri`` / ``--group-store`` (or their environment
+    variables)."""
+    return Lake(warehouse=args.warehouse, catalog_uri=args.catalog_uri, group_store=getattr(args, "group_store", None))
 
 
 def emit(result: JsonResult | dict[str, Any] | list[Any]) -> None:

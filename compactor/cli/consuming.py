@@ -9,31 +9,36 @@ positions after them: at-least-once (a crash between the two prints those record
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 from types import FrameType
 from typing import Any
 
 from compactor.cli.common import add_json_action, add_now_ms, emit, lake_of
-from compactor.clock import wall_clock_ms
 from compactor.consumer import Consumer
 from compactor.consumer.admin import describe_group, reset_group
-from compactor.errors import GroupBusyError
-from compactor.groups import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS, GroupStore
+from compactor.errors import FencedInstanceIdError, NotOwnerError, UsageError
+from compactor.groups import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_MAX_POLL_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    GroupStore,
+)
 from compactor.topics.records import write_jsonl
 from readers.batches import batch_to_records
 
 FOLLOW_POLL_MS = 1000
+log = logging.getLogger("compactor.consume")
 
 
 def consume(args: argparse.Namespace) -> int:
     if args.max_records is not None and args.max_records < 1:
-        from compactor.errors import UsageError
-
         raise UsageError("--max-records must be at least 1")
     consumer = Consumer(lake_of(args), args.name, group=args.group, read_compacted=args.compacted,
                         auto_offset_reset=args.reset, session_timeout_ms=args.session_timeout_ms,
-                        heartbeat_interval_ms=max(1, min(DEFAULT_HEARTBEAT_INTERVAL_MS, args.session_timeout_ms // 3)))
+                        heartbeat_interval_ms=max(1, min(DEFAULT_HEARTBEAT_INTERVAL_MS, args.session_timeout_ms // 3)),
+                        max_poll_interval_ms=args.max_poll_interval_ms, group_instance_id=args.group_instance_id)
     stop = [False]
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -50,7 +55,7 @@ def consume(args: argparse.Namespace) -> int:
                 printed += write_jsonl(batch_to_records(batch), sys.stdout)
             sys.stdout.flush()  # the records are out before their positions are committed
             if batches:
-                consumer.commit()
+                _commit(consumer, args.follow)
             if args.max_records is not None and printed >= args.max_records:
                 break
             if not batches and not args.follow:
@@ -60,6 +65,18 @@ def consume(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         consumer.close()
     return 0
+
+
+def _commit(consumer: Consumer, follow: bool) -> None:
+    """Commit what was printed. Following, a refused commit (the member lost a partition: its lease lapsed, a
+    forced reset) is logged and the member goes on with what it owns: the partition's new owner prints those
+    records again (at-least-once); without ``--follow`` it is the command's error."""
+    try:
+        consumer.commit()
+    except NotOwnerError as exc:
+        if not follow or isinstance(exc, FencedInstanceIdError):
+            raise
+        log.warning("consume: %s", exc)
 
 
 def group_list(args: argparse.Namespace) -> int:
@@ -89,18 +106,12 @@ def group_describe(args: argparse.Namespace) -> int:
 
 
 def group_reset(args: argparse.Namespace) -> int:
-    emit(reset_group(lake_of(args), args.group, args.topic, args.to, force=args.force, now_ms=args.now_ms))
+    emit(reset_group(lake_of(args), args.group, args.topic, args.to, force=args.force))
     return 0
 
 
 def group_delete(args: argparse.Namespace) -> int:
-    store = GroupStore(lake_of(args))
-    store.require(args.group)
-    members = store.members(args.group, wall_clock_ms())
-    if members:  # Kafka refuses to delete a group that is not empty, too
-        raise GroupBusyError(f"group '{args.group}' has live members ({', '.join(m.member_id for m in members)}): "
-                             "stop them first")
-    store.delete(args.group)
+    GroupStore(lake_of(args)).delete(args.group)  # refused while members are live, as Kafka refuses
     emit({"group": args.group, "deleted": True})
     return 0
 
@@ -121,6 +132,13 @@ def register(verbs: Any) -> None:
     consuming.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS, metavar="MS",
                            help="the member's lease: a member killed without closing loses its partitions after "
                            f"this long (Kafka's session.timeout.ms, default {DEFAULT_SESSION_TIMEOUT_MS})")
+    consuming.add_argument("--max-poll-interval-ms", type=int, default=DEFAULT_MAX_POLL_INTERVAL_MS, metavar="MS",
+                           help="a member that does not poll for this long leaves the group (Kafka's "
+                           f"max.poll.interval.ms, default {DEFAULT_MAX_POLL_INTERVAL_MS})")
+    consuming.add_argument("--group-instance-id", metavar="ID",
+                           help="static membership (Kafka's group.instance.id): a restart within "
+                           "--session-timeout-ms keeps the member's partitions; a second live process with the "
+                           "same ID fences the first")
     consuming.set_defaults(handler=consume)
 
     group = verbs.add_parser("group", help="consumer groups: list, describe, reset, delete")
@@ -134,8 +152,9 @@ def register(verbs: Any) -> None:
     resetting.add_argument("--topic", required=True)
     resetting.add_argument("--to", nargs="+", required=True, metavar="WHERE",
                            help="earliest | latest | offset P:O | timestamp P:T")
-    resetting.add_argument("--force", action="store_true", help="even while members hold leases")
-    add_now_ms(resetting, hidden=True)
+    resetting.add_argument("--force", action="store_true",
+                           help="even while members hold leases: fences them (their commits are refused, and "
+                           "they resume at the reset position)")
     resetting.set_defaults(handler=group_reset)
     deleting = actions.add_parser("delete", help="remove a group and its positions")
     deleting.add_argument("group")

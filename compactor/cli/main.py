@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "SQLite file inside it). A REST catalog's warehouse name and credentials come from the "
                         "environment or files only: COMPACTOR_REST_WAREHOUSE, COMPACTOR_REST_CREDENTIAL, "
                         "COMPACTOR_REST_TOKEN, COMPACTOR_REST_PROPERTIES_FILE")
+    parser.add_argument("--group-store", metavar="URI",
+                        help="where consumer groups live (env COMPACTOR_GROUP_STORE): sqlite:///path, "
+                        "postgresql://user@host/db, s3://bucket/prefix or a directory. Default: the catalog's "
+                        "database (a SQL catalog), else <warehouse>/_groups")
     parser.add_argument("--log-level", type=_log_level_argument, metavar="LEVEL",
                         help=f"{', '.join(LOG_LEVELS)} (any case; env COMPACTOR_LOG_LEVEL): the level of progress "
                         "lines and of Spark's own logging, all on standard error. Default: info for progress, "

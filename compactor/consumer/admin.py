@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from compactor import schema as ts
 from compactor.clock import resolve_now_ms
 from compactor.cursor import load_compacted
-from compactor.errors import GroupBusyError, InputError, OffsetOutOfRangeError, TopicNotFoundError
-from compactor.groups import GroupStore, MemberState, PartitionState, Reset, TopicPartition
+from compactor.errors import InputError, OffsetOutOfRangeError, TopicNotFoundError
+from compactor.groups import GroupStore, MemberState, PartitionState, TopicPartition
 from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
 from readers.pinned import Segment
@@ -40,6 +40,8 @@ class PartitionLag(JsonResult):
     in_compacted_range: bool
     last_reset: dict[str, Any] | None
     reset_count: int
+    owner_epoch: int = 0
+    pending_range: list[int] | None = None  # [start, end) taken by an exactly-once step, not yet committed
 
 
 @dataclass
@@ -51,6 +53,7 @@ class GroupDescription(JsonResult):
     total_lag: int
     partitions: list[PartitionLag] = field(default_factory=list)
     members: list[dict[str, Any]] = field(default_factory=list)  # member_id, partitions, lease_expires_ms, ...
+    group_store: str = ""  # where the group lives (no credentials)
 
 
 @dataclass
@@ -93,15 +96,17 @@ def _age_of_next(lake: Lake, view: TopicView, partition: int, committed: int, no
 
 
 def describe_group(lake: Lake, group: str, now_ms: int | None = None) -> GroupDescription:
-    """Per topic partition: committed offset, log end, lag (records and time), owner, compacted range, reset."""
+    """Per topic partition: committed offset, log end, lag (records and time), owner, compacted range, reset.
+    Leases are judged on the group store's clock; ``now_ms`` (default: the wall clock) is only what record
+    ages (``lag_ms``) are measured against."""
     now = resolve_now_ms(now_ms)
     store = GroupStore(lake)
-    store.require(group)
-    members = store.members(group, now)
+    state, store_now = store.snapshot(group)
+    members = state.member_states(store_now)
     live = {m.member_id for m in members}
     views: dict[str, TopicView | None] = {}
-    out = GroupDescription(group, now, 0)
-    rows = store.partitions(group)
+    out = GroupDescription(group, now, 0, group_store=store.description)
+    rows = state.partition_states()
     out.members = [_member(m, rows) for m in members]
     for row in rows:
         if row.topic not in views:
@@ -117,7 +122,8 @@ def describe_group(lake: Lake, group: str, now_ms: int | None = None) -> GroupDe
 def _member(member: MemberState, rows: list[PartitionState]) -> dict[str, Any]:
     owned = [f"{r.topic}:{r.partition}" for r in rows if r.owner == member.member_id]
     return {"member_id": member.member_id, "partitions": owned, "lease_expires_ms": member.lease_expires_ms,
-            "client": member.client, "topics": member.topics, "joined_ms": member.joined_ms}
+            "client": member.client, "topics": member.topics, "joined_ms": member.joined_ms,
+            "static": member.static}
 
 
 def _lag(lake: Lake, view: TopicView | None, row: PartitionState, live: set[str], now: int) -> PartitionLag:
@@ -129,9 +135,11 @@ def _lag(lake: Lake, view: TopicView | None, row: PartitionState, live: set[str]
             lag = max(0, end - row.committed_offset)
             age = _age_of_next(lake, view, row.partition, row.committed_offset, now) if lag else 0
             compacted = view.horizons is not None and row.committed_offset < view.horizons[row.partition]
+    pending = row.pending
     return PartitionLag(row.topic, row.partition, row.committed_offset, end, start, lag, age,
                         row.owner if row.owner in live else None, compacted,
-                        row.last_reset.as_json() if row.last_reset else None, row.reset_count)
+                        row.last_reset.as_json() if row.last_reset else None, row.reset_count,
+                        row.owner_epoch, [pending.start, pending.end] if pending else None)
 
 
 @dataclass
@@ -143,26 +151,17 @@ class ResetResult(JsonResult):
     positions: list[dict[str, Any]]
 
 
-def reset_group(lake: Lake, group: str, topic: str, to: list[str], *, force: bool = False,
-                now_ms: int | None = None) -> ResetResult:
+def reset_group(lake: Lake, group: str, topic: str, to: list[str], *, force: bool = False) -> ResetResult:
     """Move ``group``'s committed positions on ``topic`` (``to``: ``earliest``, ``latest``, ``offset P:O`` or
-    ``timestamp P:T``); refused while members hold live leases unless ``force``."""
-    now = resolve_now_ms(now_ms)
+    ``timestamp P:T``); refused while members hold live leases unless ``force``, which fences them: their
+    commits are refused, and their next poll after their next heartbeat resumes at the reset position."""
     store = GroupStore(lake)
     store.require(group)
     view = TopicView.load(lake, topic)
     targets = _targets(lake, view, to)
-    members = store.members(group, now)
-    if members and not force:
-        raise GroupBusyError(f"group '{group}' has live members ({', '.join(m.member_id for m in members)}): "
-                             "stop them first, or use --force")
-    committed = {s.partition: s.committed_offset for s in store.partitions(group, str(view.name))}
-    moved = []
-    for partition, offset in sorted(targets.items()):
-        before = committed.get(partition)
-        store.record_reset(group, TopicPartition(str(view.name), partition),
-                           Reset(now, before, offset, f"group reset --to {' '.join(to)}"), commit=True)
-        moved.append({"partition": partition, "from": before, "to": offset})
+    tps = {TopicPartition(str(view.name), p): o for p, o in targets.items()}
+    before = store.reset(group, tps, force=force, reason=f"group reset --to {' '.join(to)}")
+    moved = [{"partition": tp.partition, "from": before[tp], "to": offset} for tp, offset in sorted(tps.items())]
     return ResetResult(group, str(view.name), moved)
 
 

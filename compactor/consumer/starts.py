@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compactor.errors import InputError, OffsetOutOfRangeError
-from compactor.groups import Reset, TopicPartition
+from compactor.groups import TopicPartition
 from readers.reader import TopicReader
 
 log = logging.getLogger("compactor.consumer")
@@ -31,14 +31,14 @@ def check_policy(policy: str) -> OffsetReset:
 
 @dataclass(frozen=True)
 class Start:
-    """Where a partition's read starts in a pinned view, and the reset that moved it there, if any."""
+    """Where a partition's read starts in a pinned view, and the reset that moved it there, if any: ``(from,
+    to, reason)`` (recorded in the group store, on its clock)."""
 
     offset: int
-    reset: Reset | None = None
+    reset: tuple[int | None, int, str] | None = None
 
 
-def resolve_start(reader: TopicReader, tp: TopicPartition, position: int | None, policy: OffsetReset,
-                  now_ms: int) -> Start:
+def resolve_start(reader: TopicReader, tp: TopicPartition, position: int | None, policy: OffsetReset) -> Start:
     """The start of ``tp`` in ``reader``'s pinned view for a consumer at ``position`` (None: no position)."""
     partition = tp.partition
     first, end = reader.view_start(partition), reader.pinned.end[partition]
@@ -59,4 +59,4 @@ def resolve_start(reader: TopicReader, tp: TopicPartition, position: int | None,
     target = first if policy == "earliest" else end
     log.warning("event=offset-reset partition=%s from=%d to=%d policy=%s reason=%r", tp, position, target, policy,
                 where)
-    return Start(target, Reset(now_ms, position, target, f"{where}: auto_offset_reset={policy}"))
+    return Start(target, (position, target, f"{where}: auto_offset_reset={policy}"))

@@ -11,6 +11,7 @@ from compactor.results import JsonResult
 DEFAULT_OFFSETS_RETENTION_MS = 604_800_000  # Kafka's offsets.retention.ms (7 days)
 DEFAULT_SESSION_TIMEOUT_MS = 45_000  # Kafka's session.timeout.ms
 DEFAULT_HEARTBEAT_INTERVAL_MS = 3_000  # Kafka's heartbeat.interval.ms
+DEFAULT_MAX_POLL_INTERVAL_MS = 300_000  # Kafka's max.poll.interval.ms
 
 
 class TopicPartition(NamedTuple):
@@ -33,14 +34,18 @@ class Reset:
     reason: str
 
     def to_json(self) -> str:
-        return json.dumps({"at_ms": self.at_ms, "from": self.from_offset, "to": self.to_offset,
-                           "reason": self.reason})
+        return json.dumps(self.as_json())
 
     @classmethod
     def from_json(cls, text: str | None) -> Reset | None:
         if not text:
             return None
-        data = json.loads(text)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Reset | None:
+        if not data:
+            return None
         return cls(int(data["at_ms"]), data["from"], int(data["to"]), str(data["reason"]))
 
     def as_json(self) -> dict[str, Any]:
@@ -48,8 +53,35 @@ class Reset:
 
 
 @dataclass(frozen=True)
+class PendingRange:
+    """The input range ``[start, end)`` of one partition that a consume-transform-produce step took and has not
+    committed yet (SEMANTICS section 7, "exactly once"), with the snapshots it was read from, so a replay reads
+    the very same records while those snapshots are retained."""
+
+    start: int
+    end: int
+    epoch: int  # the owner epoch it was taken under
+    created_ms: int
+    read_compacted: bool = False
+    raw_snapshot_id: int | None = None
+    cursor_id: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "epoch": self.epoch, "created_ms": self.created_ms,
+                "read_compacted": self.read_compacted, "raw_snapshot_id": self.raw_snapshot_id,
+                "cursor_id": self.cursor_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> PendingRange | None:
+        if not data:
+            return None
+        return cls(int(data["start"]), int(data["end"]), int(data["epoch"]), int(data["created_ms"]),
+                   bool(data.get("read_compacted", False)), data.get("raw_snapshot_id"), data.get("cursor_id"))
+
+
+@dataclass(frozen=True)
 class PartitionState:
-    """One (group, topic, partition) row: committed position, owner under its epoch, last reset."""
+    """One (group, topic, partition): committed position, owner under its epoch, last reset, pending range."""
 
     topic: str
     partition: int
@@ -59,6 +91,7 @@ class PartitionState:
     owner_epoch: int
     last_reset: Reset | None
     reset_count: int
+    pending: PendingRange | None = None
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -67,13 +100,14 @@ class PartitionState:
 
 @dataclass(frozen=True)
 class MemberState(JsonResult):
-    """A member of a group and its lease."""
+    """A live member of a group and its lease (times on the group store's clock)."""
 
     member_id: str
     topics: list[str]
     client: str
     joined_ms: int
     lease_expires_ms: int
+    static: bool = False  # joined with a group.instance.id
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,38 @@
-"""``GroupStore``: committed positions per (group, topic, partition), fenced commits, and the group admin.
+"""``GroupStore``: a lake's consumer groups, their committed positions, members and leases, and the group admin.
 
-A commit is one transaction of conditional ``UPDATE`` statements, one per partition: a member's commit lands
-only where it is still the owner under the epoch it acquired the partition with, and while its lease is live
-(SEMANTICS section 7). If any partition fails that test, the whole commit is rolled back and the member gets
-``NotOwnerError``: nothing changes. A commit writes fixed rows (no history), so its cost is flat over a
-group's life. Membership (leases, assignment) is ``groups.membership``.
+The store is its own component with its own location (``groups.location``: a database or an object store,
+whatever the Iceberg catalog is). Each group is one document changed atomically (``groups.backend``) under the
+rules of ``groups.rules``, on the store's clock. ``GroupStore(lake)`` is cheap: every ``GroupStore`` of one
+``Lake`` object shares one back-end (one connection pool, one clock).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
-from sqlalchemy import Connection, and_, delete, exists, func, not_, or_, select, update
-
-from compactor.errors import GroupNotFoundError, InputError, NotOwnerError
+from compactor.errors import GroupNotFoundError, InputError
+from compactor.groups import rules
+from compactor.groups.backend import UNCHANGED, Backend, Clock, Outcome
+from compactor.groups.location import open_backend
 from compactor.groups.model import (
     DEFAULT_OFFSETS_RETENTION_MS,
     GroupSummary,
     MemberState,
     PartitionState,
-    Reset,
+    PendingRange,
     TopicPartition,
 )
-from compactor.groups.tables import GROUPS, MEMBERS, PARTITIONS, PENDING, ensure_tables, insert_missing
-from compactor.iceberg.catalog import translate_storage_errors
+from compactor.groups.state import GroupState
 
 if TYPE_CHECKING:
-    from sqlalchemy import ColumnElement, Engine
-
     from compactor.lake import Lake
 
+T = TypeVar("T")
 OFFSETS_RETENTION_ENV = "COMPACTOR_OFFSETS_RETENTION_MS"
+_backends: weakref.WeakKeyDictionary[Lake, Backend] = weakref.WeakKeyDictionary()
 
 
 def offsets_retention_ms(env: Mapping[str, str] | None = None) -> int:
@@ -55,175 +55,176 @@ def check_group_name(group: str) -> str:
     return group
 
 
+def _unknown(group: str) -> GroupNotFoundError:
+    return GroupNotFoundError(f"unknown consumer group '{group}' (see `compactor group list`)")
+
+
+def backend_of(lake: Lake) -> Backend:
+    """The back-end every ``GroupStore`` of ``lake`` shares (opened on first use, once the lake is known to
+    exist: a group store is never made for a lake that is not there)."""
+    backend = _backends.get(lake)
+    if backend is None:
+        lake.open()  # LakeNotFoundError naming the warehouse and catalog, before anything is created
+        backend = _backends[lake] = open_backend(lake.config)
+        weakref.finalize(lake, backend.close)
+    return backend
+
+
 class GroupStore:
-    """The group tables of one lake's catalog database."""
+    """The groups of one lake (see the module docstring). ``clock`` replaces the store's clock (tests), for
+    every store of the lake."""
 
-    def __init__(self, lake: Lake) -> None:
-        self.catalog_name = lake.config.catalog_name
-        with translate_storage_errors("opening the consumer group tables"):
-            self.engine: Engine = lake.sql_engine()
-            ensure_tables(self.engine)
+    def __init__(self, lake: Lake, *, clock: Clock | None = None) -> None:
+        self.backend = backend_of(lake)
+        if clock is not None:
+            self.backend.clock = clock
 
-    # --- helpers ---------------------------------------------------------------------------------
+    @property
+    def description(self) -> str:
+        return self.backend.description
 
-    def _group(self, table: object, group: str) -> ColumnElement[bool]:
-        t = table  # a Table with catalog_name and group_id
-        return and_(t.c.catalog_name == self.catalog_name, t.c.group_id == group)  # type: ignore[attr-defined]
+    @property
+    def fences_across_hosts(self) -> bool:
+        return self.backend.fences_across_hosts
 
-    def _partition(self, tp: TopicPartition, group: str) -> ColumnElement[bool]:
-        return and_(self._group(PARTITIONS, group), PARTITIONS.c.topic == tp.topic,
-                    PARTITIONS.c.partition == tp.partition)
+    def now_ms(self) -> int:
+        """The store's clock: the one every lease of the lake is judged by."""
+        return self.backend.now_ms()
 
-    def _live_member(self, group: str, member: object, now_ms: int) -> ColumnElement[bool]:
-        return exists().where(self._group(MEMBERS, group), MEMBERS.c.member_id == member,
-                              MEMBERS.c.lease_expires_ms > now_ms)
+    def _change(self, group: str, fn: Callable[[GroupState, int], T], *, create: bool) -> T:
+        def change(document: str | None, now: int) -> tuple[Outcome, T]:
+            if document is None and not create:
+                raise _unknown(group)
+            state = GroupState.from_json(document) if document is not None else GroupState(created_ms=now)
+            result = fn(state, now)
+            after = state.to_json()
+            return (UNCHANGED if after == document else after), result
 
-    def ensure_group(self, conn: Connection, group: str, now_ms: int) -> None:
-        """Create the group's row if missing (a group comes into being when a consumer first joins it)."""
-        insert_missing(conn, GROUPS, [{"catalog_name": self.catalog_name, "group_id": group,
-                                       "created_ms": now_ms, "last_commit_ms": now_ms}])
+        return self.backend.transact(group, change)
 
-    def ensure_partitions(self, conn: Connection, group: str, tps: Iterable[TopicPartition]) -> None:
-        insert_missing(conn, PARTITIONS, [{"catalog_name": self.catalog_name, "group_id": group, "topic": tp.topic,
-                                           "partition": tp.partition, "owner_epoch": 0, "reset_count": 0}
-                                          for tp in tps])
+    def _read(self, group: str) -> tuple[GroupState | None, int]:
+        document, now = self.backend.read(group)
+        return (GroupState.from_json(document) if document is not None else None), now
 
-    # --- positions --------------------------------------------------------------------------------
+    # --- members ------------------------------------------------------------------------------------
+
+    def heartbeat(self, group: str, spec: rules.MemberSpec, held: Mapping[TopicPartition, int],
+                  mode: str) -> rules.Beat:
+        """Renew ``spec``'s lease (creating the group on a join); ``mode`` ``join``/``settle`` also settles its
+        share, ``renew`` (the background heartbeat) only renews. ``FencedInstanceIdError`` if another process
+        took the member's place."""
+        return self._change(group, lambda s, now: rules.heartbeat(s, now, group, spec, held, mode),
+                            create=True)
+
+    def release(self, group: str, member_id: str, incarnation: str, partitions: Iterable[TopicPartition]) -> None:
+        chosen = sorted(partitions)
+        if chosen:
+            self._change(group, lambda s, now: rules.release(s, now, group, member_id, incarnation, chosen),
+                         create=True)
+
+    def leave(self, group: str, member_id: str, incarnation: str) -> None:
+        self._change(group, lambda s, now: rules.leave(s, now, group, member_id, incarnation), create=True)
+
+    # --- positions -----------------------------------------------------------------------------------
+
+    def commit(self, group: str, member_id: str | None, incarnation: str,
+               offsets: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Commit ``offsets`` (partition -> (position, the owner epoch it was read under)) all or nothing.
+        ``member_id`` set: only partitions it owns under those epochs, while its lease is live (else
+        ``NotOwnerError``). ``member_id`` None (a static assignment): only partitions no live member owns."""
+        if not offsets:
+            return
+        try:
+            self._change(group, lambda s, now: rules.commit(s, now, group, member_id, incarnation, offsets),
+                         create=member_id is None)
+        except GroupNotFoundError:
+            raise GroupNotFoundError(f"consumer group '{group}' was deleted; nothing was committed") from None
+
+    def set_pending(self, group: str, member_id: str | None, incarnation: str, tp: TopicPartition,
+                    pending: PendingRange) -> None:
+        """Record the range the owner of ``tp`` took (fenced like a commit)."""
+        self._change(group, lambda s, now: rules.set_pending(s, now, group, member_id, incarnation, tp, pending),
+                     create=member_id is None)
 
     def exists(self, group: str) -> bool:
-        with translate_storage_errors(f"reading group {group}"), self.engine.connect() as conn:
-            return conn.execute(select(GROUPS.c.group_id).where(self._group(GROUPS, group))).first() is not None
+        return self._read(group)[0] is not None
 
     def require(self, group: str) -> None:
         if not self.exists(group):
-            raise GroupNotFoundError(f"unknown consumer group '{group}' (see `compactor group list`)")
+            raise _unknown(group)
+
+    def snapshot(self, group: str) -> tuple[GroupState, int]:
+        """The group's whole state and the store's time (``GroupNotFoundError`` if unknown)."""
+        state, now = self._read(group)
+        if state is None:
+            raise _unknown(group)
+        return state, now
 
     def partitions(self, group: str, topic: str | None = None) -> list[PartitionState]:
-        """Every (topic, partition) row of ``group`` (of ``topic`` only, if given), in topic, partition order."""
-        query = select(PARTITIONS).where(self._group(PARTITIONS, group))
-        if topic is not None:
-            query = query.where(PARTITIONS.c.topic == topic)
-        with translate_storage_errors(f"reading group {group}"), self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(PARTITIONS.c.topic, PARTITIONS.c.partition)).mappings().all()
-        return [PartitionState(r["topic"], r["partition"], r["committed_offset"], r["committed_ms"], r["owner"],
-                               r["owner_epoch"], Reset.from_json(r["last_reset"]), r["reset_count"]) for r in rows]
+        """Every (topic, partition) of ``group`` (of ``topic`` only, if given), in topic, partition order."""
+        state, _ = self._read(group)
+        return state.partition_states(topic) if state is not None else []
 
     def committed(self, group: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The committed positions of ``tps`` (``None`` where the group never committed)."""
-        wanted = set(tps)
-        found = {s.topic_partition: s.committed_offset for s in self.partitions(group) if s.topic_partition in wanted}
-        return {tp: found.get(tp) for tp in sorted(wanted)}
+        state, _ = self._read(group)
+        slots = state.slots if state is not None else {}
+        return {tp: (slots[tp].committed if tp in slots else None) for tp in sorted(set(tps))}
 
-    def commit(self, group: str, member_id: str | None, offsets: Mapping[TopicPartition, tuple[int, int]],
-               now_ms: int) -> None:
-        """Commit ``offsets`` (tp -> (position, owner epoch)) all or nothing.
-
-        ``member_id`` set: only partitions it owns under that epoch, while its lease is live (else
-        ``NotOwnerError``). ``member_id`` None (a static assignment): only partitions no live member owns.
-        """
-        if not offsets:
-            return
-        with translate_storage_errors(f"committing positions of group {group}"), self.engine.begin() as conn:
-            touched = conn.execute(update(GROUPS).where(self._group(GROUPS, group)).values(last_commit_ms=now_ms))
-            if touched.rowcount == 0:
-                if member_id is not None:
-                    raise GroupNotFoundError(f"consumer group '{group}' was deleted; nothing was committed")
-                self.ensure_group(conn, group, now_ms)
-            if member_id is None:
-                self.ensure_partitions(conn, group, offsets)
-            for tp, (position, epoch) in sorted(offsets.items()):
-                if member_id is not None:
-                    fence = and_(PARTITIONS.c.owner == member_id, PARTITIONS.c.owner_epoch == epoch,
-                                 self._live_member(group, member_id, now_ms))
-                else:
-                    fence = or_(PARTITIONS.c.owner.is_(None),
-                                not_(self._live_member(group, PARTITIONS.c.owner, now_ms)))
-                done = conn.execute(update(PARTITIONS).where(self._partition(tp, group), fence)
-                                    .values(committed_offset=position, committed_ms=now_ms))
-                if done.rowcount != 1:
-                    who = f"member {member_id}" if member_id else "a static assignment"
-                    raise NotOwnerError(
-                        f"not the owner: {who} of group '{group}' does not own {tp} under a live lease (it was "
-                        "reassigned, or the session.timeout.ms lease expired); nothing was committed")
-
-    def record_reset(self, group: str, tp: TopicPartition, reset: Reset, *, commit: bool = False) -> None:
-        """Remember a reset of ``tp``'s position (counted; ``group describe`` shows the last one). With
-        ``commit``, the reset position becomes the committed one (``group reset``)."""
-        values: dict[str, object] = {"last_reset": reset.to_json(), "reset_count": PARTITIONS.c.reset_count + 1}
-        if commit:
-            values.update(committed_offset=reset.to_offset, committed_ms=reset.at_ms)
-        with translate_storage_errors(f"recording a reset of group {group}"), self.engine.begin() as conn:
-            if commit:
-                self.ensure_group(conn, group, reset.at_ms)
-                conn.execute(update(GROUPS).where(self._group(GROUPS, group)).values(last_commit_ms=reset.at_ms))
-            self.ensure_partitions(conn, group, [tp])
-            conn.execute(update(PARTITIONS).where(self._partition(tp, group)).values(**values))
-
-    # --- admin ------------------------------------------------------------------------------------
-
-    def members(self, group: str, now_ms: int) -> list[MemberState]:
-        """The members of ``group`` whose lease is live at ``now_ms``."""
-        query = select(MEMBERS).where(self._group(MEMBERS, group), MEMBERS.c.lease_expires_ms > now_ms)
-        with translate_storage_errors(f"reading group {group}"), self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(MEMBERS.c.member_id)).mappings().all()
-        return [MemberState(r["member_id"], [t for t in r["topics"].split(",") if t], r["client"], r["joined_ms"],
-                            r["lease_expires_ms"]) for r in rows]
+    def members(self, group: str) -> list[MemberState]:
+        """The members of ``group`` whose lease is live now (on the store's clock)."""
+        state, now = self._read(group)
+        return state.member_states(now) if state is not None else []
 
     def list_groups(self) -> list[GroupSummary]:
-        with translate_storage_errors("listing consumer groups"), self.engine.connect() as conn:
-            names = conn.execute(select(GROUPS.c.group_id).where(GROUPS.c.catalog_name == self.catalog_name)
-                                 .order_by(GROUPS.c.group_id)).scalars().all()
-            pairs = conn.execute(select(PARTITIONS.c.group_id, PARTITIONS.c.topic).distinct()
-                                 .where(PARTITIONS.c.catalog_name == self.catalog_name,
-                                        PARTITIONS.c.committed_offset.is_not(None))).all()
-        topics: dict[str, list[str]] = {}
-        for group, topic in pairs:
-            topics.setdefault(group, []).append(topic)
-        return [GroupSummary(name, sorted(topics.get(name, []))) for name in names]
+        documents, _ = self.backend.documents()
+        return [GroupSummary(name, GroupState.from_json(doc).committed_topics()) for name, doc in documents]
 
     def groups_on_topic(self, topic: str) -> dict[str, dict[int, int]]:
         """group -> partition -> committed offset, for every group with a committed position on ``topic``."""
-        query = select(PARTITIONS.c.group_id, PARTITIONS.c.partition, PARTITIONS.c.committed_offset).where(
-            PARTITIONS.c.catalog_name == self.catalog_name, PARTITIONS.c.topic == topic,
-            PARTITIONS.c.committed_offset.is_not(None))
         out: dict[str, dict[int, int]] = {}
-        with translate_storage_errors(f"reading the groups of {topic}"), self.engine.connect() as conn:
-            for group, partition, offset in conn.execute(query):
-                out.setdefault(group, {})[partition] = offset
+        for name, document in self.backend.documents()[0]:
+            for tp, slot in GroupState.from_json(document).slots.items():
+                if tp.topic == topic and slot.committed is not None:
+                    out.setdefault(name, {})[tp.partition] = slot.committed
         return out
 
+    # --- admin ----------------------------------------------------------------------------------------
+
+    def reset(self, group: str, targets: Mapping[TopicPartition, int], *, force: bool,
+              reason: str) -> dict[TopicPartition, int | None]:
+        """``group reset``: see ``rules.reset``; returns each partition's committed position before."""
+        return self._change(group, lambda s, now: rules.reset(s, now, group, targets, force=force, reason=reason),
+                            create=False)
+
+    def record_reset(self, group: str, tp: TopicPartition, from_offset: int | None, to_offset: int,
+                     reason: str) -> None:
+        self._change(group, lambda s, now: rules.record_reset(s, now, tp, from_offset, to_offset, reason),
+                     create=True)
+
     def delete(self, group: str) -> None:
-        """Remove ``group``, its members and its positions (``GroupNotFoundError`` if unknown)."""
-        with translate_storage_errors(f"deleting group {group}"), self.engine.begin() as conn:
-            gone = conn.execute(delete(GROUPS).where(self._group(GROUPS, group))).rowcount
-            conn.execute(delete(MEMBERS).where(self._group(MEMBERS, group)))
-            conn.execute(delete(PARTITIONS).where(self._group(PARTITIONS, group)))
-            conn.execute(delete(PENDING).where(self._group(PENDING, group)))
-            if not gone:
-                raise GroupNotFoundError(f"unknown consumer group '{group}' (see `compactor group list`)")
+        """Remove ``group`` and its positions (refused while members are live; ``GroupNotFoundError`` if
+        unknown)."""
+        def change(document: str | None, now: int) -> tuple[Outcome, None]:
+            if document is None:
+                raise _unknown(group)
+            rules.check_deletable(GroupState.from_json(document), now, group)
+            return None, None
 
-    def expire(self, now_ms: int, retention_ms: int) -> list[str]:
-        """Remove the groups with no commit for ``retention_ms`` and no live member (Kafka's
-        ``offsets.retention.ms``); returns their names."""
-        cutoff = now_ms - retention_ms
-        live = exists().where(MEMBERS.c.catalog_name == GROUPS.c.catalog_name,
-                              MEMBERS.c.group_id == GROUPS.c.group_id, MEMBERS.c.lease_expires_ms > now_ms)
-        query = select(GROUPS.c.group_id).where(GROUPS.c.catalog_name == self.catalog_name,
-                                               GROUPS.c.last_commit_ms < cutoff, not_(live))
-        with translate_storage_errors("expiring consumer groups"), self.engine.connect() as conn:
-            names = list(conn.execute(query).scalars().all())
+        self.backend.transact(group, change)
+
+    def expire(self, retention_ms: int, now_ms: int | None = None) -> list[str]:
+        """Remove the groups that have been without a live member for ``retention_ms`` (KIP-211; see
+        ``rules.expirable``); ``now_ms`` (a command's ``--now-ms``) moves the cutoff, never the leases."""
         expired = []
-        for name in names:  # each removal re-checks the condition: a commit in between keeps the group
-            with translate_storage_errors(f"expiring group {name}"), self.engine.begin() as conn:
-                if conn.execute(delete(GROUPS).where(self._group(GROUPS, name), GROUPS.c.last_commit_ms < cutoff,
-                                                     not_(live))).rowcount:
-                    conn.execute(delete(MEMBERS).where(self._group(MEMBERS, name)))
-                    conn.execute(delete(PARTITIONS).where(self._group(PARTITIONS, name)))
-                    conn.execute(delete(PENDING).where(self._group(PENDING, name)))
-                    expired.append(name)
-        return expired
+        for name, _ in self.backend.documents()[0]:
+            def change(document: str | None, now: int) -> tuple[Outcome, bool]:
+                if document is None:
+                    return UNCHANGED, False
+                cutoff = (now_ms if now_ms is not None else now) - retention_ms
+                return (None, True) if rules.expirable(GroupState.from_json(document), now, cutoff) else \
+                    (UNCHANGED, False)
 
-    def commit_count(self) -> int:
-        """How many position rows the lake holds (for people and benches)."""
-        with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(PARTITIONS)).scalar_one())
+            if self.backend.transact(name, change):
+                expired.append(name)
+        return expired

@@ -20,7 +20,9 @@ module uses a private pyiceberg name).
 * ``PositionDeleteManifestWriter``: pyiceberg's V2 manifest writer writing a delete manifest (its ``_meta``
   names the content), for the position deletes compaction writes (``iceberg.manifests``, ``compaction.phase2.deletes``).
 * ``LakeSqlCatalog`` and ``apply_updates``: pyiceberg's ``SqlCatalog`` with a commit whose cost does not
-  carry two copies of the whole table metadata (below).
+  carry two copies of the whole table metadata (below), and whose ``load_table`` of a table that did not change
+  since this catalog last loaded it costs one query, not a parse of its metadata.json (the consumers' change
+  watch loads the tables it follows at every idle poll: 25 ms a load at a full snapshot window, 0.3 ms cached).
 * ``LakeRestCatalog``: pyiceberg's ``RestCatalog`` whose HTTP session has timeouts (overrides
   ``RestCatalog._create_session``, which every request's session, the ``/v1/config`` one included, comes from):
   pyiceberg gives ``requests`` none, so a catalog that stops answering would hang a command forever, and a commit
@@ -48,6 +50,7 @@ if it still names the version read (pyiceberg's conditional ``UPDATE``), so conf
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -78,6 +81,12 @@ from pyiceberg.utils.datetime import datetime_to_millis
 from requests import PreparedRequest, Response, Session
 from requests.adapters import HTTPAdapter
 
+PARSED_METADATA_KEPT = 32  # tables whose last loaded metadata is kept, so loading an unchanged table is one query
+
+
+def _key(orm_table: IcebergTables) -> tuple[str, str]:
+    return str(orm_table.table_namespace), str(orm_table.table_name)
+
 
 def apply_updates(base: TableMetadata, updates: tuple[TableUpdate, ...], base_location: str) -> TableMetadata:
     """``update_table_metadata(base, updates, metadata_location=base_location)`` without its final deep copy."""
@@ -100,6 +109,8 @@ class LakeSqlCatalog(SqlCatalog):
     def __init__(self, name: str, **properties: str) -> None:
         super().__init__(name, **properties)
         self._known = threading.local()  # the (location, metadata) of the table being committed by this thread
+        self._parsed: OrderedDict[tuple[str, str], tuple[str, TableMetadata]] = OrderedDict()  # the last loaded
+        self._parsed_lock = threading.Lock()
 
     def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...],
                      updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
@@ -111,9 +122,19 @@ class LakeSqlCatalog(SqlCatalog):
 
     def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
         version: tuple[str, TableMetadata] | None = getattr(self._known, "version", None)
-        if version is None or not orm_table.metadata_location or orm_table.metadata_location != version[0]:
-            return super()._convert_orm_to_iceberg(orm_table)
-        location, metadata = version
+        location = orm_table.metadata_location
+        if version is not None and location and location == version[0]:
+            metadata = version[1]
+        elif location and (cached := self._parsed.get(_key(orm_table))) is not None and cached[0] == location:
+            metadata = cached[1]  # a metadata file never changes once written: an unchanged table is not parsed again
+        else:
+            table = super()._convert_orm_to_iceberg(orm_table)
+            with self._parsed_lock:
+                self._parsed[_key(orm_table)] = (table.metadata_location, table.metadata)
+                self._parsed.move_to_end(_key(orm_table))
+                while len(self._parsed) > PARSED_METADATA_KEPT:
+                    self._parsed.popitem(last=False)
+            return table
         return Table(identifier=(*Catalog.identifier_to_tuple(str(orm_table.table_namespace)), orm_table.table_name),
                      metadata=metadata, metadata_location=location,
                      io=self._load_file_io(metadata.properties, location), catalog=self)

@@ -134,7 +134,7 @@ def test_consume_follow_in_fresh_processes_killed_and_stopped(named: Lake) -> No
     finally:
         if second.poll() is None:
             second.kill()
-    assert store.members("g", int(time.time() * 1000)) == []  # a clean stop left the group at once
+    assert store.members("g") == []  # a clean stop left the group at once
     assert {s.owner for s in store.partitions("g")} == {None}
 
 
@@ -173,3 +173,66 @@ def test_a_member_killed_with_kill_9_loses_its_partitions_and_only_uncommitted_r
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.slow  # processes of their own; the rule itself is in the loop in-process (tests/consumer)
+def test_consume_follow_keeps_running_when_a_member_joins_and_takes_a_partition(named: Lake) -> None:
+    """Issue 29, defect 2 at the command line: ``consume --follow`` exited 1 when its commit met a rebalance."""
+    produce_keys(named, T, ["a", "b"], partition=0)
+    produce_keys(named, T, ["c", "d"], partition=1)
+    command = [sys.executable, "-m", "compactor.cli.main", "consume", T, "--group", "g", "--raw", "--follow",
+               "--session-timeout-ms", "3000"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(named))
+    try:
+        assert first.stdout is not None
+        printed = [json.loads(first.stdout.readline()) for _ in range(4)]
+        joined = Consumer(named, T, group="g", session_timeout_ms=3000)
+        got: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got += [(r.partition, r.offset) for r in joined.poll(timeout_ms=200)]
+            if not got:
+                produce_keys(named, T, ["e"], partition=1)
+        assert got and {p for p, _ in got} == {1}, got  # the newcomer took partition 1, from where it was
+        joined.commit()
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""  # still following
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=30) == 0, first.stderr.read() if first.stderr else ""
+        printed += [json.loads(line) for line in first.stdout.read().splitlines()]
+        joined.close()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    seen = [(r["partition"], r["offset"]) for r in printed] + got
+    assert {(0, 0), (0, 1), (1, 0), (1, 1)} <= set(seen)
+    assert len(seen) == len(set(seen))  # the revoked partition was committed before it moved: nothing twice
+
+
+@pytest.mark.slow  # processes of their own; the rule itself is in the loop in-process (tests/consumer)
+def test_a_second_consume_with_the_instance_id_fences_the_first(named: Lake) -> None:
+    """Issue 29, defect 8 at the command line: two processes with one member id took a partition from each
+    other at every heartbeat; with ``--group-instance-id`` the second takes its place and the first stops."""
+    produce_keys(named, T, ["a"], partition=0)
+    command = [sys.executable, "-m", "compactor.cli.main", "consume", T, "--group", "g", "--raw", "--follow",
+               "--session-timeout-ms", "3000", "--group-instance-id", "reporter"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(named))
+    second = None
+    try:
+        assert first.stdout is not None and first.stderr is not None
+        assert json.loads(first.stdout.readline())["offset"] == 0
+        _wait_for(lambda: GroupStore(named).committed("g", [TopicPartition(T, 0)])[TopicPartition(T, 0)] == 1, 30)
+        second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=_env(named))
+        assert first.wait(timeout=30) == 1
+        assert "took its place" in first.stderr.read()
+        produce_keys(named, T, ["b"], partition=0)
+        assert second.stdout is not None
+        assert json.loads(second.stdout.readline())["offset"] == 1  # from the committed position
+        members = GroupStore(named).members("g")
+        assert [(m.member_id, m.static) for m in members] == [("reporter", True)]
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()

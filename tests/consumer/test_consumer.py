@@ -8,9 +8,9 @@ import threading
 from typing import Any
 
 import pytest
+from pyiceberg.table.metadata import TableMetadataUtil
 
 from compactor import Consumer, TopicPartition
-from compactor.consumer import fetch as fetch_module
 from compactor.errors import (
     GroupNotFoundError,
     InputError,
@@ -43,8 +43,8 @@ def test_poll_returns_each_record_once_in_order_and_positions_follow(lake: Lake,
         first = consumer.poll(max_records=2)
         rest = consumer.poll(max_records=10)
         assert offsets(first) == [(0, 0), (0, 1)]
-        assert offsets(rest) == [(0, 2), (1, 0)]
-        assert rest[0].key == b"c" and rest[0].value == b"v-c"
+        assert offsets(rest) == [(1, 0), (0, 2)]  # the next poll begins with the next partition
+        assert rest[1].key == b"c" and rest[1].value == b"v-c"
         assert consumer.position() == {TopicPartition(T, 0): 3, TopicPartition(T, 1): 1}
         assert consumer.caught_up()
         assert consumer.poll(timeout_ms=0) == []
@@ -91,22 +91,22 @@ def test_an_idle_consumer_reads_only_catalog_metadata_with_backoff(lake: Lake, t
     produce_keys(lake, topic, ["a"], partition=0)
     consumer = Consumer(lake, topic, group="g", poll_backoff_ms=(10, 80))
     assert len(consumer.poll()) == 1
-    opened: list[object] = []
-    real = fetch_module.open_fetch
+    parsed: list[object] = []
+    real = TableMetadataUtil.parse_raw
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        opened.append(args)
+        parsed.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("compactor.consumer.consumer.open_fetch", counting)
-    before = consumer.watch.reads
+    monkeypatch.setattr(TableMetadataUtil, "parse_raw", staticmethod(counting))
+    before, opened = consumer.fetcher.loads, consumer.fetcher.opens
     assert consumer.poll(timeout_ms=600) == []
-    reads = consumer.watch.reads - before
-    assert opened == []  # nothing but the metadata locations was read
-    assert 3 <= reads <= 12  # backed off: 10, 20, 40, 80, 80, ... ms, not a busy loop
+    loads = consumer.fetcher.loads - before
+    assert consumer.fetcher.opens == opened and parsed == []  # no fetch opened, no metadata.json parsed
+    assert 3 <= loads <= 12  # backed off: 10, 20, 40, 80, 80, ... ms, not a busy loop
     produce_keys(lake, topic, ["b"], partition=0)
     assert offsets(consumer.poll(timeout_ms=2000)) == [(0, 1)]
-    assert len(opened) == 1
+    assert consumer.fetcher.opens == opened + 1
     consumer.close()
 
 
@@ -166,7 +166,7 @@ def test_raw_position_below_the_log_start_applies_the_reset_policy_and_records_i
     row = GroupStore(lake).partitions("g")[0]
     assert row.reset_count == 1 and row.last_reset is not None
     assert (row.last_reset.from_offset, row.last_reset.to_offset) == (1, 2)
-    GroupStore(lake).commit("g", None, {TopicPartition(T, 0): (0, -1)}, clock())
+    GroupStore(lake).commit("g", None, "", {TopicPartition(T, 0): (0, -1)})
     strict = Consumer(lake, T, group="g", auto_offset_reset="error")
     with pytest.raises(OffsetOutOfRangeError, match="below the log start"):
         strict.poll()
@@ -240,7 +240,7 @@ def test_the_package_root_exports_the_consumer_lazily() -> None:
 
 
 def test_range_reader_reads_exactly_the_ranges_even_after_more_appends(lake: Lake, topic: str) -> None:
-    from compactor.consumer.fetch import range_reader
+    from compactor.consumer.units import range_reader
 
     produce_keys(lake, topic, ["a", "b", "c"], partition=0)
     produce_keys(lake, topic, ["d"], partition=1)

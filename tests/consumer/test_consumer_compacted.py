@@ -66,7 +66,7 @@ def test_compaction_and_retention_between_polls(spark: SparkSession, lake: Lake)
     resumed.close()
 
     late = Consumer(lake, T, group="late", read_compacted=True)  # no position: the whole view
-    GroupStore(lake).commit("late-raw", None, {TopicPartition(T, 0): (1, -1)}, now)  # retention removes it next
+    GroupStore(lake).commit("late-raw", None, "", {TopicPartition(T, 0): (1, -1)})  # retention removes it next
     append(lake, log, ["e"], now)
     compact_topic(lake, T, now_ms=now + 1)  # horizon 8
     removed = run_retention(lake, T, now_ms=now + 1)  # raw records older than a day go, below the horizon
