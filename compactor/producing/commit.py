@@ -8,10 +8,14 @@ A batch is staged first (its data files written with offsets ``N_p + rank``: ``p
    ``V``'s batch-id record (``producing.replay``: another sender of the id may have committed in between);
    found within ``producer.id.expiration.ms``, the staged files are discarded and the original placement
    returned;
-2. a mirror batch must start exactly at each ``N_p``; any other batch has its files rebased to ``N_p``;
+2. a batch that carries its offsets must start exactly at each ``N_p`` (at or above it on a mirrored topic,
+   whose offsets may have gaps) and is never rebased; any other batch has its files rebased to ``N_p``, and a
+   mirrored topic refuses it;
 3. one commit (``iceberg.commits.commit``) adds the append snapshot (``iceberg.snapshots.build_append``),
-   moves ``main`` **only if ``main`` is still ``V``'s**, sets the new ``N_p``, log bytes and batch-id record,
-   and drops the snapshot entries outside the raw snapshot window (``topics.window``).
+   moves ``main`` **only if ``main`` is still ``V``'s**, sets the new ``N_p`` (for a carried batch: one past its
+   last offset, or the source position a mirror records, whichever is higher), log bytes, batch-id record
+   and any properties the batch brings (a mirror's record of its source), and drops the snapshot entries
+   outside the raw snapshot window (``topics.window``).
 
 A lost race (``main`` moved) discards this attempt's metadata files, re-reads the topic and goes back to step
 1, up to ``max_attempts``, then fails with "append conflict" having written nothing. A commit whose outcome
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +45,7 @@ from compactor.iceberg.snapshots import build_append
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.producing.batch_ids import BatchEntry, BatchIdRecord
 from compactor.producing.plan import mirror_error
-from compactor.producing.replay import BatchStart, find_committed
+from compactor.producing.replay import BatchStart, find_committed, refused_without_offsets
 from compactor.topics.state import encode_offsets, read_offsets
 from compactor.topics.topic import Topic
 from compactor.topics.window import SnapshotWindow
@@ -63,7 +68,10 @@ class Staged(Protocol):
 
 @dataclass(frozen=True)
 class BatchCommit:
-    """What to commit: the staged files, the batch's per-partition counts and bytes, and how to commit it."""
+    """What to commit: the staged files, the batch's per-partition counts and bytes, and how to commit it. A
+    batch that carries its offsets (``mirror``) says where each partition's rows start (``first``, -1 where it
+    has none) and the ``N_p`` it leaves (``ends``); ``properties`` gives further properties to set, from the
+    table's current ones."""
 
     staged: Staged
     counts: np.ndarray
@@ -73,6 +81,9 @@ class BatchCommit:
     operation: str = "produce"
     mirror: bool = False
     fresh_id: bool = False
+    first: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    properties: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
 
 
 def commit_batch(topic: Topic, batch: BatchCommit, planned: BatchStart, *, max_attempts: int = DEFAULT_ATTEMPTS,
@@ -126,23 +137,28 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit,
             return found, None
     base = np.asarray(state.next_offsets, np.int64)
     if batch.mirror:
-        touched = np.nonzero(batch.counts)[0]
-        moved = touched[base[touched] != batch.staged.staged_base()[touched]]
-        if len(moved):
-            p = int(moved[0])
-            raise mirror_error(p, int(base[p]), int(batch.staged.staged_base()[p]))
-    files = batch.staged.files_for(table, base)
-    new_next = encode_offsets((base + batch.counts).tolist())
+        _check_carried(batch, base, gaps=state.gapped)
+        files = batch.staged.files_for(table, batch.staged.staged_base())  # carried offsets never move
+        ends = np.maximum(base, batch.ends if batch.ends is not None else base + batch.counts)
+    else:
+        if state.gapped:
+            raise refused_without_offsets(topic)
+        files = batch.staged.files_for(table, base)
+        ends = base + batch.counts
+    new_next = encode_offsets(ends.tolist())
     summary = {props.SUMMARY_OPERATION: batch.operation, props.SUMMARY_NOW: str(batch.now_ms),
                props.NEXT_OFFSETS_PROPERTY: new_next}
     if batch.batch_id is not None:
         summary[props.SUMMARY_BATCH_ID] = batch.batch_id
     parent = table.current_snapshot()
     built = build_append(table, parent, files, summary)
-    entry = BatchEntry.of(batch.batch_id, batch.now_ms, built.snapshot.snapshot_id, planned.rr_start, base.tolist(),
-                          batch.counts.tolist())
+    first = base if batch.first is None else np.where(batch.first >= 0, batch.first, base)
+    entry = BatchEntry.of(batch.batch_id, batch.now_ms, built.snapshot.snapshot_id, planned.rr_start,
+                          first.tolist(), batch.counts.tolist())
     updated = {props.NEXT_OFFSETS_PROPERTY: new_next, props.LOGICAL_BYTES_PROPERTY: encode_offsets(
         (np.asarray(state.logical_bytes, np.int64) + batch.sizes).tolist())}
+    if batch.properties is not None:
+        updated.update(batch.properties(properties))
     written = list(built.written)
     if batch.batch_id is not None:
         record, segment_files = BatchIdRecord.of(properties).with_entry(table, entry, batch.now_ms, window_ms)
@@ -165,6 +181,16 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit,
         delete_uncommitted(table.io, written)  # ``commit`` resolved any ambiguity: this commit did not land
         raise
     return entry, committed
+
+
+def _check_carried(batch: BatchCommit, base: np.ndarray, *, gaps: bool) -> None:
+    """A carried batch's rows must start at each touched partition's ``N_p`` (at or above it with ``gaps``)."""
+    first = batch.first if batch.first is not None else batch.staged.staged_base()
+    touched = np.nonzero(batch.counts)[0]
+    wrong = touched[(first[touched] < base[touched]) if gaps else (first[touched] != base[touched])]
+    if len(wrong):
+        p = int(wrong[0])
+        raise mirror_error(p, int(base[p]), int(first[p]), gaps=gaps)
 
 
 def _backoff(attempt: int) -> None:
