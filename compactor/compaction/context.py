@@ -46,7 +46,7 @@ class RunContext:
     @property
     def hash_keys(self) -> bool:
         """Whether joins on the winning keys may hold one partition's keys in a task's memory."""
-        return max((hi - lo for lo, hi in self.plan.ranges.values()), default=0) <= HASH_KEYS_LIMIT
+        return max((self.plan.range_records(p) for p in self.plan.ranges), default=0) <= HASH_KEYS_LIMIT
 
     def settings(self, *, grouped: bool) -> None:
         """Set the job session for the next jobs (see ``execution.apply_settings``)."""

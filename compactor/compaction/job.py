@@ -21,7 +21,7 @@ table by the next run and by retention, the staging branch by retention).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
@@ -30,7 +30,7 @@ from compactor import failpoints
 from compactor.clock import resolve_now_ms
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import Layout, choose_layout, estimate_work, spark_commit_conflicts, task_slots
-from compactor.compaction.horizons import RawSnapshotView, compute_horizons
+from compactor.compaction.horizons import RawSnapshotView, compute_horizons, range_records
 from compactor.compaction.incremental import write_incremental
 from compactor.compaction.lease import RunLease
 from compactor.compaction.outcome import Phase2Result, RunFigures, build_cursor
@@ -43,7 +43,7 @@ from compactor.compaction.triggers import assess
 from compactor.compaction.winners import find_winners
 from compactor.cursor import MAIN, STAGE_PREFIX, CompactionStats, Cursor, ViewStats, parse_cursor
 from compactor.cursor.table import ensure_compacted_table
-from compactor.errors import CommitConflictError, CursorCorruptError, CursorMovedError, PolicyError, TopicCorruptError
+from compactor.errors import CommitConflictError, CursorMovedError, PolicyError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import ranges
 from compactor.progress import Listener, Progress
@@ -204,10 +204,7 @@ class TwoPhaseCompactor:
         raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
         view_table = ensure_compacted_table(topic)
         head = view_table.metadata.snapshot_by_name(MAIN)
-        cursor = parse_cursor(head) if head is not None else None
-        if cursor is not None and cursor.partitions != offsets.partitions:
-            raise CursorCorruptError(f"cursor {cursor.snapshot_id} has {cursor.partitions} partitions; "
-                                     f"{self.name} has {offsets.partitions}")
+        cursor = parse_cursor(head).widened(offsets.partitions) if head is not None else None
         return Pinned(raw, view_table, cursor, offsets, settings)
 
     def _plan(self, pinned: Pinned) -> CompactionPlan:
@@ -221,6 +218,10 @@ class TwoPhaseCompactor:
         plan = make_plan(raw_snapshot_id=pinned.raw.snapshot_id, cursor=pinned.cursor, offsets=pinned.offsets,
                          horizons=horizons, settings=pinned.settings, now_ms=self.now_ms,
                          force_rewrite=self.force_rewrite, trim_before_ms=self.trim_before_ms)
+        if pinned.offsets.gapped and plan.ranges:  # a mirrored topic: a range's width is not its record count
+            with translate_storage_errors(f"planning {self.name}"):
+                plan = replace(plan, range_counts=tuple((p, range_records(pinned.raw, p, lo, hi))
+                                                        for p, (lo, hi) in plan.ranges.items()))
         if plan.has_work:
             self.progress.phase("plan", "pinned raw snapshot and cursor", raw_snapshot_id=plan.raw_snapshot_id,
                                 cursor=plan.cursor.snapshot_id if plan.cursor else None, mode=plan.mode,
@@ -241,7 +242,7 @@ class TwoPhaseCompactor:
         for data_file in view_files:
             partition = int(data_file.partition[0])
             view_rows[partition] = view_rows.get(partition, 0) + int(data_file.record_count)
-        work = estimate_work({p: hi - lo for p, (lo, hi) in plan.ranges.items()}, view_rows, plan.partitions,
+        work = estimate_work({p: plan.range_records(p) for p in plan.ranges}, view_rows, plan.partitions,
                              rewrite=plan.rewrite_reason is not None)
         return choose_layout(work, slots, raw_bytes=sum(f.size_bytes for f in raw_files),
                              view_bytes=sum(int(f.file_size_in_bytes) for f in view_files), force=self.forced_layout)
@@ -250,9 +251,10 @@ class TwoPhaseCompactor:
 
     def _check_density(self, plan: CompactionPlan, result: Phase2Result) -> None:
         if result.range.records != plan.records_in_range:
+            why = "counted from the raw files" if plan.range_counts else "offsets are dense"
             raise TopicCorruptError(
                 f"{self.name}: the raw range {plan.ranges} holds {result.range.records} records, expected "
-                f"{plan.records_in_range} (offsets must be dense); nothing was published")
+                f"{plan.records_in_range} ({why}); nothing was published")
 
     def _cursor(self, plan: CompactionPlan, result: Phase2Result, raw: RawSnapshotView, topic: Topic,
                 ctx: RunContext) -> Cursor:

@@ -42,15 +42,23 @@ class CompactionPlan:
     rewrite_reason: str | None         # why the view is written afresh (None: deletes plus appends)
     trim_before_ms: int | None = None  # delete,compact retention: remove compacted rows older than this
     strategy_changed: bool = False     # the cursor was built under another compaction.strategy: rewrite
+    # A mirrored topic's offsets may have gaps: its records per range, counted from the files (``partition,
+    # count``); a produced topic's are dense, so a range's records are its width.
+    range_counts: tuple[tuple[int, int], ...] = ()
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
         """``partition -> (H_p(C), H_p)`` for every partition whose horizon advances."""
         return {p: (lo, hi) for p, (lo, hi) in enumerate(zip(self.previous, self.horizons, strict=True)) if hi > lo}
 
+    def range_records(self, partition: int) -> int:
+        """How many raw records the new range of ``partition`` holds (0 if its horizon does not advance)."""
+        lo, hi = self.ranges.get(partition, (0, 0))
+        return dict(self.range_counts).get(partition, hi - lo)
+
     @property
     def records_in_range(self) -> int:
-        return sum(hi - lo for lo, hi in self.ranges.values())
+        return sum(self.range_records(p) for p in self.ranges)
 
     @property
     def partitions(self) -> int:
