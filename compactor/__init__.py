@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on
     from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
     from compactor.groups.model import TopicPartition
     from compactor.lake import Lake
+    from compactor.mirror import Mirror, MirrorSummary, mirror_topics
     from compactor.producing.buffered import Producer
     from compactor.producing.dataframe import produce_dataframe
     from compactor.producing.producer import produce, produce_arrow
@@ -37,11 +38,14 @@ _LAZY = {
     "topic_sink": "compactor.consumer.increments",
     "TwoPhaseCompactor": "compactor.compaction.job",
     "run_retention": "compactor.retention.run",
+    "Mirror": "compactor.mirror",
+    "MirrorSummary": "compactor.mirror",
+    "mirror_topics": "compactor.mirror",
 }
 
-__all__ = ["Consumer", "Increment", "Lake", "Producer", "ProducerRecord", "TopicPartition", "TwoPhaseCompactor",
-           "consume_dataframes", "produce", "produce_arrow", "produce_dataframe", "read_increment", "run_retention",
-           "topic_sink"]
+__all__ = ["Consumer", "Increment", "Lake", "Mirror", "MirrorSummary", "Producer", "ProducerRecord", "TopicPartition",
+           "TwoPhaseCompactor", "consume_dataframes", "mirror_topics", "produce", "produce_arrow", "produce_dataframe",
+           "read_increment", "run_retention", "topic_sink"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)
