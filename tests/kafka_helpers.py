@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from compactor.lake import Lake
@@ -15,8 +15,8 @@ from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
 from tests.servers import KafkaBroker
 
-# One Kafka record to produce: (partition, key, value, headers)
-Sent = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
+# One Kafka record to produce: (partition, key, value, headers: a list of (name, bytes or None), or None)
+Sent = tuple[int, bytes | None, bytes | None, Any]
 
 
 def mirrored_topic(lake: Lake, name: str, partitions: int = 1, source: str = "src") -> Topic:
@@ -30,12 +30,14 @@ def admin(broker: KafkaBroker) -> Any:
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 
 
-def create_topic(broker: KafkaBroker, partitions: int = 1, prefix: str = "t", **config: str) -> str:
+def create_topic(broker: KafkaBroker, partitions: int = 1, prefix: str = "t",
+                 config: Mapping[str, str] | None = None) -> str:
     """A new Kafka topic with a unique name (letters, digits and '-', so the lake can hold it) and ``config``."""
     from confluent_kafka.cimpl import NewTopic
 
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    admin(broker).create_topics([NewTopic(name, partitions, 1, config=dict(config))])[name].result(timeout=60)
+    client = admin(broker)  # held until the answer came: a client dropped earlier cancels its requests
+    client.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])[name].result(timeout=60)
     return name
 
 
@@ -105,7 +107,8 @@ def set_config(broker: KafkaBroker, topic: str, **config: str) -> None:
     entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
                for k, v in config.items()]
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
-    for future in admin(broker).incremental_alter_configs([resource]).values():
+    client = admin(broker)
+    for future in client.incremental_alter_configs([resource]).values():
         future.result(timeout=60)
 
 
@@ -118,13 +121,15 @@ def consume_all(broker: KafkaBroker, topic: str, partitions: int = 1) -> list[An
                          "enable.partition.eof": True, "isolation.level": "read_committed",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])  # -2: the beginning
-    out, ended = [], set()
+    out: list[Any] = []
+    ended: set[int] = set()
     deadline = time.monotonic() + 60
     while len(ended) < partitions and time.monotonic() < deadline:
         for message in consumer.consume(1000, 0.5):
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(int(message.partition() or 0))
                 continue
             out.append((message.partition(), message.offset(), message.key(), message.value(),
                         message.headers() or [], message.timestamp()[1]))

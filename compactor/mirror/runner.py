@@ -86,6 +86,7 @@ class Mirror:
         self._errors: list[Any] = []
         self._ends: dict[tuple[str, int], int] = {}  # once: the source's end per partition as of the start
         self._last_progress = 0.0
+        self._reached: set[tuple[str, int]] = set()
 
     def request_stop(self) -> None:
         """Ask the loop to stop after a last commit (thread- and signal-safe)."""
@@ -156,7 +157,12 @@ class Mirror:
         error = message.error()
         target = self.targets.get(message.topic())
         if error.code() == KafkaError._PARTITION_EOF and target is not None:
-            target.reached(message.partition(), message.offset())
+            partition = int(message.partition() or 0)
+            target.reached(partition, message.offset())
+            if (target.source, partition) not in self._reached:  # once per partition and run, for people
+                self._reached.add((target.source, partition))
+                log.info("event=reached-end topic=%s partition=%d position=%d", target.source, partition,
+                         message.offset())
         elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and target is not None:
             log.info("event=out-of-range topic=%s partition=%d offset=%d", target.source, message.partition(),
                      message.offset())
@@ -249,7 +255,7 @@ class Mirror:
         from confluent_kafka import TopicPartition
 
         offsets = self.source.offsets([(target.source, p) for p in partitions])
-        recorded_id = target.topic_id or target.recorded.topic_id
+        recorded_id = target.topic_id
         id_change = (recorded_id, topic_id) if topic_id and recorded_id and topic_id != recorded_id else None
         if topic_id:
             target.topic_id = topic_id

@@ -75,7 +75,7 @@ class Target:
         self.topic = topic
         state = topic.mirror
         self.recorded = state.widened(topic.partitions) if state is not None else MirrorState(source.name)
-        self.topic_id = source.topic_id
+        self.topic_id = self.recorded.topic_id  # the source's id as recorded; checked against the source's now
         self.committed = np.asarray(topic.offsets().next_offsets, np.int64)
         self.positions = self.committed.copy()
         self.pending = PendingRecords()

@@ -81,7 +81,8 @@ def test_a_mirror_records_its_position_and_state_in_the_same_commit(lake: Lake) 
     assert topic.offsets().next_offsets == (12, 20, 6)  # past the last record: the source's position
     assert topic.mirror == state
     # one commit: the snapshot that added the rows is current in the very metadata version that holds the state
-    assert table.current_snapshot() is not None and table.current_snapshot().snapshot_id == result.snapshot_id
+    current = table.current_snapshot()
+    assert current is not None and current.snapshot_id == result.snapshot_id
     assert [len(table.metadata.snapshots)] == [1]
 
 
@@ -94,7 +95,7 @@ def test_positions_never_move_a_log_end_back(lake: Lake) -> None:
 
 def test_a_produced_topic_still_refuses_gaps(lake: Lake) -> None:
     topic = lake.create_topic("k.dense", partitions=1)
-    with pytest.raises(InvalidRecordError, match="expected offset 0, found 2 \\(a gap\\).*gaps only on a mirrored"):
+    with pytest.raises(InvalidRecordError, match=r"expected offset 0, found 2 \(a gap\).*gaps only on a mirrored"):
         produce_arrow(topic, carried([(0, 2)]), keep_offsets=True)
 
 
