@@ -111,7 +111,7 @@ def drain(bootstrap: str, topic: str, partitions: int, keep: Callable[[list[Any]
             if error is None:
                 data.append(message)
             elif error.code() == KafkaError._PARTITION_EOF:
-                ended.add(message.partition())
+                ended.add(int(message.partition() or 0))
         keep(memory, data)
     seconds = time.perf_counter() - started
     consumer.close()
