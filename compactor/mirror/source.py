@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,13 +69,28 @@ class Source:
         self.servers = servers
         self.settings = settings
         self.timeout_s = timeout_s
-        self.admin = AdminClient({**settings.admin(), "bootstrap.servers": servers}, logger=KAFKA_LOG)
+        self._errors: list[Any] = []
+        config: dict[str, Any] = {**settings.admin(), "bootstrap.servers": servers, "error_cb": self._errors.append}
+        self.admin = AdminClient(config, logger=KAFKA_LOG)
 
     def topic_names(self) -> list[str]:
-        """Every topic of the cluster (internal ones included)."""
-        with kafka_errors(self.servers, "listing the topics"):
-            metadata = self.admin.list_topics(timeout=self.timeout_s)
-        return sorted(metadata.topics)
+        """Every topic of the cluster (internal ones included). Asked in rounds of a second, so that refused
+        credentials (reported between rounds) end the wait at once instead of after the whole timeout."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                metadata = self.admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                return sorted(metadata.topics)
+            except KafkaException as exc:
+                self.admin.poll(0)  # serves the error callback
+                refused = [e for e in self._errors if e.name() in REFUSED]
+                if refused:
+                    raise describe_error(refused[0], self.servers) from None
+                if time.monotonic() >= deadline:
+                    error = describe_error(exc.args[0] if exc.args else exc, self.servers)
+                    raise type(error)(f"listing the topics: {error}") from None
 
     def describe(self, names: Sequence[str]) -> dict[str, TopicInfo]:
         """Partition counts and topic ids of ``names``; a topic the cluster lacks is left out."""

@@ -35,42 +35,53 @@ def env_of(lake: Lake, **extra: str) -> dict[str, str]:
     return env
 
 
-def command(broker: KafkaBroker, *args: str) -> list[str]:
-    return [sys.executable, "-m", "compactor.cli.main", "mirror", "--bootstrap-servers", broker.bootstrap, *args]
+def command(broker: KafkaBroker, *args: str, servers: str | None = None) -> list[str]:
+    return [sys.executable, "-m", "compactor.cli.main", "mirror", "--bootstrap-servers", servers or broker.bootstrap,
+            *args]
 
 
 def lake_records(lake: Lake, name: str) -> list[tuple[Any, ...]]:
     return [(r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp_ms) for r in TopicReader(lake, name)]
 
 
-def test_once_prints_its_summary_and_progress_and_keeps_secrets_out(lake: Lake, kafka_broker: KafkaBroker,
-                                                                    tmp_path: Path) -> None:
+def test_once_over_sasl_prints_its_summary_and_progress_and_keeps_secrets_out(
+        lake: Lake, kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    assert kafka_broker.sasl_bootstrap is not None
     topic = create_topic(kafka_broker, partitions=2)
     produce(kafka_broker, topic, [(0, b"a", b"1", None), (1, b"b", b"2", [("h", None)])])
     config = tmp_path / "client.properties"
-    config.write_text(f"# Kafka client settings\nsasl.username=mirror\nsasl.password={SECRET}\n")
-    config.chmod(0o644)
+    config.write_text(f"# Kafka client settings\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      f"sasl.username={kafka_broker.sasl_user}\nsasl.password={kafka_broker.sasl_password}\n")
+    config.chmod(0o600)  # readable by its owner only (tests/mirror/test_mirror_rules.py: refused otherwise)
     env = env_of(lake, COMPACTOR_KAFKA_CONFIG_FILE=str(config))
-    done = subprocess.run(command(kafka_broker, "--topic", topic, "--once"), check=False, capture_output=True,
-                          text=True, env=env, timeout=120)
-    assert done.returncode == 1 and "readable by others: chmod 600" in done.stderr and SECRET not in done.stderr
-    config.chmod(0o600)  # security.protocol stays plaintext: librdkafka ignores the SASL settings, and says so
-    done = subprocess.run(command(kafka_broker, "--topic", topic, "--once", "--kafka-config", "client.id=mirror-1"),
-                          check=False, capture_output=True, text=True, env=env, timeout=120)
+    sasl = {"servers": kafka_broker.sasl_bootstrap}
+    # a wrong password from the environment (it wins over the file): refused, and said so without the password
+    wrong = subprocess.run(command(kafka_broker, "--topic", topic, "--once", **sasl), check=False,
+                           capture_output=True, text=True, env={**env, "COMPACTOR_KAFKA_SASL_PASSWORD": SECRET},
+                           timeout=120)
+    assert wrong.returncode == 1 and "refused the credentials" in wrong.stderr, wrong.stderr
+    assert SECRET not in wrong.stdout + wrong.stderr and not lake.catalog.table_exists(f"kafka.{topic}")
+    done = subprocess.run(command(kafka_broker, "--topic", topic, "--once", "--kafka-config", "client.id=mirror-1",
+                                  **sasl), check=False, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)  # standard output holds the summary and nothing else
     assert summary["stopped"] == "once" and summary["records_copied"] == 2
     assert [(p["topic"], p["partition"], p["position"], p["copied"], p["skipped"]) for p in summary["partitions"]] == [
         (f"kafka.{topic}", 0, 1, 1, 0), (f"kafka.{topic}", 1, 1, 1, 0)]
     assert "mirror" in done.stderr and "event=mirroring" in done.stderr  # progress goes to standard error
-    assert SECRET not in done.stdout + done.stderr
+    assert kafka_broker.sasl_password not in done.stdout + done.stderr
     assert lake_records(lake, f"kafka.{topic}") == consume_all(kafka_broker, topic, partitions=2)
 
-    refused = subprocess.run(command(kafka_broker, "--topic", topic, "--once", "--kafka-config",
-                                     f"sasl.password={SECRET}"), check=False, capture_output=True, text=True, env=env,
-                             timeout=120)
-    assert refused.returncode == 2 and "a secret never goes on the command line" in refused.stderr
-    assert "COMPACTOR_KAFKA_SASL_PASSWORD" in refused.stderr and SECRET not in refused.stderr
+
+
+def test_a_secret_on_the_command_line_is_refused(lake: Lake, capsys: pytest.CaptureFixture[str]) -> None:
+    from compactor.cli.main import main
+
+    code = main(["--warehouse", lake.config.warehouse, "mirror", "--bootstrap-servers", "127.0.0.1:1", "--topic",
+                 "t", "--kafka-config", f"sasl.password={SECRET}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "a secret never goes on the command line" in err
+    assert "COMPACTOR_KAFKA_SASL_PASSWORD" in err and SECRET not in err
 
 
 def test_sigterm_stops_after_a_last_commit(lake: Lake, kafka_broker: KafkaBroker) -> None:
