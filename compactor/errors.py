@@ -161,6 +161,10 @@ class KafkaSourceError(CompactorError):
     """A mirror's Kafka source failed: unreachable, refusing the credentials, or lacking a topic."""
 
 
+class KafkaAccessDeniedError(KafkaSourceError, PermissionError):
+    """A mirror's Kafka source refused the credentials (authentication or authorization)."""
+
+
 class KafkaTopicNotFoundError(KafkaSourceError, LookupError):
     """A Kafka topic named to a mirror does not exist at the source."""
 

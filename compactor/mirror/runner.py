@@ -26,14 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from compactor.clock import wall_clock_ms
-from compactor.errors import KafkaSourceError, KafkaTopicNotFoundError, SourceGapError, UsageError
+from compactor.errors import KafkaAccessDeniedError, KafkaSourceError, SourceGapError, UsageError
 from compactor.lake import Lake
-from compactor.mirror.gaps import find_gap
+from compactor.mirror.follow import Follower
 from compactor.mirror.names import DEFAULT_NAMESPACE, Selection, parse_renames
 from compactor.mirror.result import MirrorSummary, PartitionProgress
 from compactor.mirror.settings import ClientSettings, resolve_settings
-from compactor.mirror.source import KAFKA_LOG, Source, TopicInfo, describe_error
-from compactor.mirror.target import Target, open_lake_topic
+from compactor.mirror.source import KAFKA_LOG, Source, describe_error
+from compactor.mirror.target import Target
 from compactor.progress import Listener, Progress
 
 log = logging.getLogger("compactor.mirror")
@@ -86,6 +86,7 @@ class Mirror:
         self._errors: list[Any] = []
         self._ends: dict[tuple[str, int], int] = {}  # once: the source's end per partition as of the start
         self._last_progress = 0.0
+        self._reported = 0  # commits when progress was last reported
         self._reached: set[tuple[str, int]] = set()
 
     def request_stop(self) -> None:
@@ -102,8 +103,11 @@ class Mirror:
         group = self.settings.values.get("group.id", f"compactor-mirror-{self.selection.namespace}")
         self.consumer = Consumer({**self.settings.consumer(group), "bootstrap.servers": self.servers,
                                   "error_cb": self._errors.append}, logger=KAFKA_LOG)
+        self.follower = Follower(self.lake, self.source, self.consumer, self.selection, self.settings,
+                                 self.topic_config, skip_gaps=self.skip_gaps)
+        self.targets = self.follower.targets
         try:
-            self._discover(self.source.topic_names())
+            self.follower.discover(self.source.topic_names())
             if self.once:
                 self._ends = {(t.source, p): int(t.source_end[p]) for t in self.targets.values()
                               for p in range(t.partitions)}
@@ -115,7 +119,7 @@ class Mirror:
                     self._commit()
                     last_commit = now
                 if now - last_refresh >= self.refresh_s:
-                    self._discover(self.source.topic_names())
+                    self._refresh()
                     last_refresh = now
             self.summary.stopped = "once" if self.once and not self._stop.is_set() else "signal"
             self._commit(final=True)
@@ -124,6 +128,7 @@ class Mirror:
             raise
         finally:
             self._close()
+        self.summary.offsets_skipped = self.follower.skipped
         self.summary.duration_ms = int((self.clock() - started) * 1000)
         self.summary.partitions = [self._progress_of(t, p) for t in self.targets.values() for p in range(t.partitions)]
         return self.summary
@@ -166,13 +171,7 @@ class Mirror:
         elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and target is not None:
             log.info("event=out-of-range topic=%s partition=%d offset=%d", target.source, message.partition(),
                      message.offset())
-            info = self.source.describe([target.source]).get(target.source)
-            if info is None:
-                log.warning("event=source-missing topic=%s: the Kafka topic no longer exists; the mirror waits for "
-                            "it", target.source)
-                return
-            partition = int(message.partition() or 0)
-            self._check_partitions(target, [partition], assign=[partition], topic_id=info.topic_id)
+            self.follower.out_of_range(target, int(message.partition() or 0))
         elif error.fatal():
             raise describe_error(error, self.servers)
         else:
@@ -185,11 +184,24 @@ class Mirror:
         must not wait for ever on a source that is down."""
         while self._errors:
             error = self._errors.pop(0)
-            refused = describe_error(error, self.servers)
-            if error.fatal() or "refused the credentials" in str(refused) or (
+            described = describe_error(error, self.servers)
+            if error.fatal() or isinstance(described, KafkaAccessDeniedError) or (
                     self.once and error.name() == "_ALL_BROKERS_DOWN"):
-                raise refused
+                raise described
             log.warning("event=kafka-error error=%r", error.str())
+
+    def _refresh(self) -> None:
+        """Follow the source (``Follower.discover``). A source that cannot be reached is waited for, as librdkafka waits
+        for its brokers: the positions are in the lake, and nothing is lost meanwhile; refused credentials, a
+        gap, and under ``once`` anything else stop the mirror."""
+        try:
+            self.follower.discover(self.source.topic_names())
+        except (KafkaAccessDeniedError, SourceGapError):
+            raise
+        except KafkaSourceError as exc:
+            if self.once:
+                raise
+            log.warning("event=source-unavailable error=%r: trying again in %.0f s", str(exc), self.refresh_s)
 
     def _done(self) -> bool:
         return all(int(t.positions[p]) >= end or p in t.waiting
@@ -202,96 +214,6 @@ class Mirror:
     def _full(self) -> bool:
         return (self._pending() >= self.batch_records
                 or sum(t.pending.bytes for t in self.targets.values()) >= MAX_PENDING_BYTES)
-
-    # --- discovery and source gaps ------------------------------------------------------------------------
-
-    def _discover(self, available: Sequence[str]) -> None:
-        """Open the topics to mirror (new ones under a pattern), follow added partitions and recreated topics."""
-        wanted = self.selection.chosen(available)
-        missing = [t for t in self.selection.topics if t not in available]
-        if missing and not self.targets:
-            raise KafkaTopicNotFoundError(f"Kafka at {self.servers} has no topic {', '.join(map(repr, missing))}")
-        infos = self.source.describe(wanted)
-        for name in wanted:
-            if name not in infos:
-                continue
-            info = infos[name]
-            target = self.targets.get(name)
-            if target is None:
-                self._open(info)
-                continue
-            before = target.partitions
-            if info.partitions > before:
-                target.grow(info.partitions)
-                log.info("event=partitions-added topic=%s partitions=%d", name, info.partitions)
-            # every partition against the source: new ones start, gaps are found before a fetch fails on them,
-            # waiting ones may go on, and the lag to the source's end is fresh
-            self._check_partitions(target, range(target.partitions), topic_id=info.topic_id,
-                                   assign=range(before, target.partitions))
-        for name, target in self.targets.items():
-            if name not in infos:
-                log.warning("event=source-missing topic=%s: the Kafka topic no longer exists; the mirror waits for "
-                            "it (a topic created again under the name is a source gap)", target.source)
-
-    def _open(self, info: TopicInfo) -> None:
-        name = self.selection.lake_name(info.name)
-        taken = [t.source for t in self.targets.values() if t.name == name]
-        if taken:
-            raise UsageError(f"Kafka topics '{taken[0]}' and '{info.name}' would both be mirrored into {name}: "
-                             "--rename one of them")
-        settings = {**self.source.settings_of(info.name), **self.topic_config}
-        target = Target(info, open_lake_topic(self.lake, name, info, settings))
-        self.targets[info.name] = target
-        log.info("event=mirroring source=%s topic=%s partitions=%d", info.name, name, info.partitions)
-        self._check_partitions(target, range(target.partitions), topic_id=info.topic_id,
-                               assign=range(target.partitions))
-
-    def _check_partitions(self, target: Target, partitions: Sequence[int] | range, *, topic_id: str | None,
-                          assign: Sequence[int] | range = ()) -> None:
-        """Judge each partition's position against the source (``mirror.gaps``): start the ones the lake never
-        held, skip or refuse gaps, hold back the ones whose (recreated) source has not reached their position,
-        and have the consumer read from its position every partition in ``assign``, skipped past a gap, or no
-        longer held back."""
-        from confluent_kafka import TopicPartition
-
-        offsets = self.source.offsets([(target.source, p) for p in partitions])
-        recorded_id = target.topic_id
-        id_change = (recorded_id, topic_id) if topic_id and recorded_id and topic_id != recorded_id else None
-        if topic_id:
-            target.topic_id = topic_id
-        moved, held = set(assign), set()
-        for p in partitions:
-            start, end = offsets[(target.source, p)]
-            if int(target.positions[p]) == 0:  # a partition the lake never held starts where the source does
-                target.positions[p] = start if self.settings.start == "earliest" else end
-            target.source_end[p] = end if id_change is not None else max(int(target.source_end[p]), end)
-            gap = find_gap(target.source, p, int(target.positions[p]), start, end,
-                           waiting=target.was_waiting(p), id_change=id_change)
-            if gap is not None:
-                if not self.skip_gaps:
-                    raise SourceGapError(gap.message())
-                log.warning("event=source-gap-skipped topic=%s partition=%d position=%d resume=%d skipped=%d "
-                            "reason=%r", target.source, p, gap.position, gap.resume, gap.skipped, gap.reason)
-                target.skip(gap)
-                self.summary.offsets_skipped += gap.skipped
-                moved.add(p)
-            if int(target.positions[p]) > end:
-                if p not in target.waiting:
-                    log.info("event=waiting topic=%s partition=%d position=%d source_end=%d", target.source, p,
-                             int(target.positions[p]), end)
-                target.waiting.add(p)
-                held.add(p)
-            elif p in target.waiting:
-                target.waiting.discard(p)
-                moved.add(p)
-        assigned = {tp.partition for tp in self.consumer.assignment() if tp.topic == target.source}
-        stale = sorted(p for p in (moved | held) & assigned)
-        if stale:
-            self.consumer.incremental_unassign([TopicPartition(target.source, p) for p in stale])
-        fresh = sorted(moved - held)
-        if fresh:
-            self.consumer.incremental_assign([TopicPartition(target.source, p, int(target.positions[p]))
-                                              for p in fresh])
 
     # --- commits ---------------------------------------------------------------------------------------------
 
@@ -316,10 +238,11 @@ class Mirror:
                     self.consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:
                 log.debug("could not commit offsets to Kafka (only its tools read them): %s", exc)
-        if final or self.clock() - self._last_progress >= PROGRESS_EVERY_S:
+        if final or (self.summary.commits > self._reported and self.clock() - self._last_progress >= PROGRESS_EVERY_S):
+            self._reported = self.summary.commits
             self._last_progress = self.clock()
             self.progress.phase("committed" if not final else "stopping", records=self.summary.records_copied,
-                                commits=self.summary.commits, skipped=self.summary.offsets_skipped,
+                                commits=self.summary.commits, skipped=self.follower.skipped,
                                 lag={t.source: int((t.source_end - t.positions).clip(min=0).sum())
                                      for t in self.targets.values()})
 
@@ -344,11 +267,4 @@ def mirror_topics(lake: Lake, bootstrap_servers: str, topics: Sequence[str] = ()
     return Mirror(lake, bootstrap_servers, topics, pattern, **kwargs).run()
 
 
-__all__ = [
-    "DEFAULT_BATCH_RECORDS",
-    "DEFAULT_COMMIT_INTERVAL_MS",
-    "GAP_POLICIES",
-    "KafkaSourceError",
-    "Mirror",
-    "mirror_topics",
-]
+__all__ = ["DEFAULT_BATCH_RECORDS", "DEFAULT_COMMIT_INTERVAL_MS", "GAP_POLICIES", "Mirror", "mirror_topics"]

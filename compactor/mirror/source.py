@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compactor.errors import KafkaSourceError, KafkaTopicNotFoundError
+from compactor.errors import KafkaAccessDeniedError, KafkaSourceError, KafkaTopicNotFoundError
 from compactor.mirror.settings import ClientSettings
 
 KAFKA_LOG = logging.getLogger("compactor.mirror.kafka")
@@ -41,8 +41,9 @@ def describe_error(error: Any, servers: str) -> KafkaSourceError:
     name = error.name() if hasattr(error, "name") else ""
     text = error.str() if hasattr(error, "str") else str(error)
     if name in REFUSED:
-        return KafkaSourceError(f"Kafka at {servers} refused the credentials ({name}: {text}); check the client "
-                                "settings (sasl.*, ssl.*) in the environment or COMPACTOR_KAFKA_CONFIG_FILE")
+        return KafkaAccessDeniedError(f"Kafka at {servers} refused the credentials ({name}: {text}); check the "
+                                      "client settings (sasl.*, ssl.*) in the environment or "
+                                      "COMPACTOR_KAFKA_CONFIG_FILE")
     if name == "UNKNOWN_TOPIC_OR_PART":
         return KafkaTopicNotFoundError(f"Kafka at {servers}: {text}")
     return KafkaSourceError(f"Kafka at {servers}: {text} ({name})")
