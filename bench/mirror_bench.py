@@ -7,7 +7,8 @@ latency from a Kafka produce to the poll of a ``compactor consume`` that reads t
     .venv/bin/python -m bench.mirror_bench --bootstrap-servers 127.0.0.1:9092   # an existing broker
 
 Without ``--bootstrap-servers`` it starts a broker of its own (``infra/kafka-server.sh`` in a temporary
-directory, ``infra/setup.sh --kafka`` installs its jars) and stops it by its process id at the end.
+directory, as the tests do: ``tests/servers.py``; ``infra/setup.sh --kafka`` installs its jars) and stops it by
+its process id at the end.
 
 Figures, per partition count (1 and 4), each the median of ``--repeats`` runs interleaved:
   plain        a ``Consumer`` assigned every partition from the start, ``consume(10000)`` until each partition's
@@ -41,25 +42,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 VALUE_BYTES = 140
 KEY_SPACE = 500_000
-
-
-def start_broker(directory: Path) -> tuple[str, int]:
-    done = subprocess.run([str(ROOT / "infra" / "kafka-server.sh"), str(directory)], capture_output=True, text=True,
-                          check=True, timeout=180)
-    bootstrap = done.stdout.splitlines()[0].partition("=")[2]
-    return bootstrap, int((directory / "kafka.pid").read_text())
-
-
-def stop_broker(pid: int) -> None:
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    os.kill(pid, signal.SIGKILL)
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
@@ -230,7 +212,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as temp:
         work = Path(temp)
-        bootstrap, pid = (args.bootstrap_servers, None) if args.bootstrap_servers else start_broker(work / "kafka")
+        from tests.servers import start_server, stop_server  # the broker the tests use, started the same way
+
+        bootstrap, pid = ((args.bootstrap_servers, None) if args.bootstrap_servers
+                          else start_server("kafka-server.sh", work / "kafka", key="bootstrap"))
         try:
             results: dict[str, Any] = {"records": args.records, "repeats": args.repeats, "throughput": {}}
             for partitions in args.partitions:
@@ -242,7 +227,7 @@ def main() -> None:
                 print(json.dumps({"latency": results["latency"]}), flush=True)
         finally:
             if pid is not None:
-                stop_broker(pid)
+                stop_server(pid)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
 
