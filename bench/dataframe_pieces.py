@@ -34,8 +34,8 @@ from bench.eventlog import read_stages
 from bench.produce_inputs import write_parquet
 from compactor.lake import Lake
 from compactor.producing.dataframe import _count, _prepare, produce_dataframe
-from compactor.producing.spark_columns import murmur2_partition, task_offset
 from compactor.spark.session import get_or_create_session
+from compactor.spark.udf import murmur2_partition, task_offset
 
 NOW_MS = 1_700_000_000_000
 

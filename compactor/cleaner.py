@@ -7,7 +7,8 @@ One pass:
 2. compact the due ones in order of dirty ratio, highest first (ties: more dirty bytes first, then name);
 3. run retention on every topic (retention applies whether a topic compacts or not);
 4. remove consumer groups with no commit for ``offsets.retention.ms`` and no live member (``groups``);
-5. report the pass (JSON) and log metric lines (``compactor.metrics``).
+5. report the pass (JSON) and log metric lines (``compactor.metrics``: each compaction and retention logs its own,
+   as it does when run alone; the cleaner adds its failures, its passes and the groups it expired).
 
 A topic whose step fails is logged (``event=topic-failed``) and reported in the pass. What happens next
 depends on the failure (``errors.is_transient``):
@@ -188,10 +189,7 @@ class Cleaner:
             outcome = result.topics[name]
             result.compaction_order.append(name)
             try:
-                outcome.compaction = self._compact(self.lake, name, now)
-                metrics.emit("compaction", name, committed=outcome.compaction.committed,
-                             dirty_ratio=outcome.dirty_ratio,
-                             **metrics.compaction_metrics(outcome.compaction.as_json().get("stats") or {}))
+                outcome.compaction = self._compact(self.lake, name, now)  # logs its own metric line
             except Exception as exc:
                 self._fail(outcome, "compact", exc)
         for name in names:
@@ -202,11 +200,7 @@ class Cleaner:
             if outcome.skipped or any(e.step == "assess" for e in outcome.errors):
                 continue
             try:
-                outcome.retention = self._retain(self.lake, name, now)
-                metrics.emit("retention", name, removed_records=outcome.retention.removed_records,
-                             removed_files=outcome.retention.removed_files,
-                             removed_bytes=outcome.retention.removed_bytes,
-                             expired_snapshots=outcome.retention.expired_snapshots)
+                outcome.retention = self._retain(self.lake, name, now)  # logs its own metric line
             except Exception as exc:
                 self._fail(outcome, "retention", exc)
             else:
@@ -222,6 +216,8 @@ class Cleaner:
         """Remove consumer groups with no commit for ``offsets.retention.ms`` and no live member."""
         from compactor.groups import GroupStore, offsets_retention_ms
 
+        if not self.lake.has_group_store:
+            return
         try:
             result.expired_groups = GroupStore(self.lake).expire(now, offsets_retention_ms())
         except Exception as exc:  # never stops the pass; logged like a topic's failure

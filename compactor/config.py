@@ -6,8 +6,10 @@ over defaults. The environment variables are the ones the command line documents
 work by pointing ``AWS_ENDPOINT_URL`` at them.
 
 A ``LakeConfig`` renders the same catalog for both engines: pyiceberg's ``SqlCatalog`` (SQLAlchemy URL) and
-Iceberg's Spark ``JdbcCatalog`` (JDBC URL). The catalog name is stored in every catalog row, so both sides
-must use the same one.
+Iceberg's Spark ``JdbcCatalog`` (JDBC URL), whose catalog name is stored in every catalog row, so both sides
+must use the same one; or an Iceberg REST catalog (``http(s)://``, ``compactor.rest_catalog``), pyiceberg's
+``RestCatalog`` and Iceberg's ``RESTCatalog`` with the same properties. A REST catalog chooses its tables'
+locations unless a warehouse location is given.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from compactor.errors import InputError
+from compactor.rest_catalog import RestCatalogSettings
 
 DEFAULT_CATALOG_NAME = "lake"
 CATALOG_FILE = "catalog.db"
@@ -49,16 +52,33 @@ class S3Settings:
 
 @dataclass(frozen=True)
 class CatalogUri:
-    """One catalog database, expressed for SQLAlchemy (pyiceberg) and for JDBC (Spark)."""
+    """One catalog database, expressed for SQLAlchemy (pyiceberg) and for JDBC (Spark); or, with ``rest`` set
+    (and both URLs empty), an Iceberg REST catalog."""
 
     sqlalchemy_url: str
     jdbc_url: str
     jdbc_user: str | None = None
-    jdbc_password: str | None = None
+    jdbc_password: str | None = field(default=None, repr=False)
+    rest: RestCatalogSettings | None = None
 
     @property
     def is_sqlite(self) -> bool:
         return self.sqlalchemy_url.startswith("sqlite")
+
+    @property
+    def is_rest(self) -> bool:
+        return self.rest is not None
+
+    def describe(self) -> str:
+        """For messages: which catalog this is, without a password, token or client secret."""
+        if self.rest is not None:
+            return self.rest.describe()
+        return mask_password(self.sqlalchemy_url.replace("+psycopg2", ""))
+
+    @classmethod
+    def rest_catalog(cls, uri: str, env: Mapping[str, str]) -> CatalogUri:
+        """An Iceberg REST catalog at ``uri``, its properties and secrets from ``env`` (``rest_catalog``)."""
+        return cls(sqlalchemy_url="", jdbc_url="", rest=RestCatalogSettings.resolve(uri, env))
 
     @classmethod
     def parse(cls, uri: str, password: str | None = None) -> CatalogUri:
@@ -82,7 +102,8 @@ class CatalogUri:
             return cls._postgres(text, password)
         if scheme:
             raise InputError(
-                f"unsupported catalog URI scheme '{scheme}': use a SQLite file path or postgresql://user:pass@host/db"
+                f"unsupported catalog URI scheme '{scheme}': use a SQLite file path, postgresql://user@host/db or "
+                "an Iceberg REST catalog's http(s)://host/path"
             )
         return cls._sqlite(text)
 
@@ -126,10 +147,21 @@ class LakeConfig:
         return self.warehouse.startswith("s3://")
 
     @property
+    def is_rest(self) -> bool:
+        return self.catalog.is_rest
+
+    @property
     def local_warehouse_path(self) -> Path | None:
-        if self.is_s3:
+        if self.is_s3 or not self.warehouse:
             return None
         return Path(urlsplit(self.warehouse).path)
+
+    def describe(self) -> str:
+        """For messages: the catalog (name and where it is) and the warehouse, without secrets."""
+        if self.catalog.is_rest:
+            where = f"warehouse location {self.warehouse}" if self.warehouse else "its own table locations"
+            return f"{self.catalog.describe()}, {where}"
+        return f"catalog '{self.catalog_name}' in {self.catalog.describe()}, warehouse {self.warehouse}"
 
     @classmethod
     def resolve(
@@ -140,17 +172,22 @@ class LakeConfig:
     ) -> LakeConfig:
         """Combine arguments, environment and defaults into a validated configuration."""
         environ = os.environ if env is None else env
-        raw_warehouse = warehouse or environ.get("COMPACTOR_WAREHOUSE") or "./warehouse"
         raw_catalog = catalog_uri or environ.get("COMPACTOR_CATALOG_URI") or None
         catalog_name = environ.get("COMPACTOR_CATALOG_NAME") or DEFAULT_CATALOG_NAME
         s3 = S3Settings.from_env(environ)
+        if raw_catalog is not None and is_rest_uri(raw_catalog):
+            # a REST catalog places its tables itself unless a warehouse location is given
+            given = warehouse or environ.get("COMPACTOR_WAREHOUSE")
+            return cls(warehouse=normalise_warehouse(given) if given else "",
+                       catalog=CatalogUri.rest_catalog(raw_catalog.strip(), environ), catalog_name=catalog_name, s3=s3)
+        raw_warehouse = warehouse or environ.get("COMPACTOR_WAREHOUSE") or "./warehouse"
         normalised = normalise_warehouse(raw_warehouse)
         if normalised.startswith("s3://"):
             if raw_catalog is None:
                 raise InputError(
-                    "an s3:// warehouse needs --catalog-uri (or COMPACTOR_CATALOG_URI): a SQLite file path "
-                    "or postgresql://user@host/db (the password in COMPACTOR_CATALOG_PASSWORD or "
-                    "COMPACTOR_CATALOG_PASSWORD_FILE)"
+                    "an s3:// warehouse needs --catalog-uri (or COMPACTOR_CATALOG_URI): a SQLite file path, "
+                    "postgresql://user@host/db (the password in COMPACTOR_CATALOG_PASSWORD or "
+                    "COMPACTOR_CATALOG_PASSWORD_FILE) or an Iceberg REST catalog's https://host/path"
                 )
             catalog = CatalogUri.parse(raw_catalog, catalog_password(environ))
         elif raw_catalog is None:
@@ -159,6 +196,11 @@ class LakeConfig:
         else:
             catalog = CatalogUri.parse(raw_catalog, catalog_password(environ))
         return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3)
+
+
+def is_rest_uri(uri: str) -> bool:
+    """Whether a catalog URI names an Iceberg REST catalog (``http://`` or ``https://``)."""
+    return uri.strip().lower().startswith(("http://", "https://"))
 
 
 def catalog_password(env: Mapping[str, str]) -> str | None:

@@ -11,9 +11,11 @@ so the command is complete on its own. ``--warehouse`` and ``--catalog-uri`` def
 and ``COMPACTOR_CATALOG_URI``.
 
 No credential is ever part of the command, nor of any other command line: the driver reads the S3 keys from
-``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` and the catalog password from ``COMPACTOR_CATALOG_PASSWORD``
-(or ``COMPACTOR_CATALOG_PASSWORD_FILE``) in its environment, and sets them on the running session; the catalog
-URI is printed without its password.
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, the catalog password from ``COMPACTOR_CATALOG_PASSWORD``
+(or ``COMPACTOR_CATALOG_PASSWORD_FILE``) and a REST catalog's credential, token and headers from
+``COMPACTOR_REST_CREDENTIAL``, ``COMPACTOR_REST_TOKEN`` and ``COMPACTOR_REST_PROPERTIES_FILE`` (or their
+files), and sets them on the running session; the catalog URI is printed without its password. On a REST
+catalog ``--warehouse`` is optional.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from compactor.config import LakeConfig, mask_password
+from compactor.config import LakeConfig, is_rest_uri, mask_password
 from compactor.errors import InputError, UsageError
-from compactor.spark.catalog import catalog_settings
+from compactor.spark.catalog import catalog_settings, uses_s3
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options
 from compactor.spark.session import ICEBERG_EXTENSIONS
@@ -38,7 +40,7 @@ SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
 
 def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]:
     """The jars ``spark-submit --jars`` ships for ``config`` (from ``infra/setup.sh --s3``'s jar directory)."""
-    return required_jars(s3=config.is_s3, directory=directory, check=False)
+    return required_jars(s3=uses_s3(config), rest=config.is_rest, directory=directory, check=False)
 
 
 def spark_conf(config: LakeConfig) -> dict[str, str]:
@@ -56,7 +58,7 @@ def verb_log_level(verb: Sequence[str], env: Mapping[str, str]) -> str | None:
     return env.get("COMPACTOR_LOG_LEVEL") or None
 
 
-def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, warehouse: str,
+def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, warehouse: str | None,
                    catalog_uri: str | None, jars: Sequence[str] | None = None,
                    extra_conf: Mapping[str, str] | None = None) -> list[str]:
     """The ``spark-submit`` argument list that runs ``compactor <verb>`` on ``master``."""
@@ -69,7 +71,9 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
     logging_conf = {"spark.driver.extraJavaOptions": driver_java_options(verb_log_level(verb, os.environ))}
     for key, value in {**spark_conf(config), **logging_conf, **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
-    command += [str(SUBMIT_SCRIPT), "--warehouse", warehouse]
+    command += [str(SUBMIT_SCRIPT)]
+    if warehouse:  # optional on a REST catalog, which places its tables itself
+        command += ["--warehouse", warehouse]
     if catalog_uri:
         command += ["--catalog-uri", mask_password(catalog_uri, None)]
     return command + list(verb)
@@ -101,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("verb", nargs=argparse.REMAINDER, help="-- then the compactor verb and its arguments")
     args = parser.parse_args(argv)
     verb = args.verb[1:] if args.verb[:1] == ["--"] else args.verb
-    if not args.warehouse:
+    if not args.warehouse and not (args.catalog_uri and is_rest_uri(args.catalog_uri)):
         parser.error("give --warehouse or set COMPACTOR_WAREHOUSE")
     try:
         extra = parse_assignments(args.conf)

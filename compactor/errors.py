@@ -74,6 +74,10 @@ class TopicNotFoundError(NotFoundError):
     """No table of that name exists in the catalog."""
 
 
+class LakeNotFoundError(NotFoundError):
+    """The warehouse or catalog named does not exist (only ``topic create`` makes a new lake)."""
+
+
 class NotATopicError(InputError):
     """The table exists but does not carry the topic marker (or its schema is not a topic's)."""
 

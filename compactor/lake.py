@@ -1,7 +1,9 @@
 """``Lake``: one warehouse and its catalog, the entry point of the Python API.
 
 A ``Lake`` opens the pyiceberg catalog on first use and starts Spark only when a Spark job asks for it, so
-the verbs that need no Spark (topic administration, produce, read, status) never start a JVM.
+the verbs that need no Spark (topic administration, produce, read, status) never start a JVM. Opening a lake
+never creates one: only ``create_topic`` (and ``open(create=True)``) may, and says so on standard error; every
+other use of a warehouse or catalog that does not exist is a ``LakeNotFoundError`` naming them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     NamespaceAlreadyExistsError,
@@ -34,6 +37,7 @@ from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from sqlalchemy import Engine
 
 MAX_PARTITIONS = 10_000
 
@@ -53,17 +57,41 @@ class Lake:
     def __init__(self, config: LakeConfig | None = None, *, warehouse: str | None = None,
                  catalog_uri: str | None = None) -> None:
         self.config = config or LakeConfig.resolve(warehouse=warehouse, catalog_uri=catalog_uri)
-        self._catalog: SqlCatalog | None = None
+        self._catalog: Catalog | None = None
         self._spark: SparkSession | None = None
         self._job_spark: SparkSession | None = None
 
     # --- engines ----------------------------------------------------------------------------------
 
     @property
-    def catalog(self) -> SqlCatalog:
+    def catalog(self) -> Catalog:
+        """The lake's pyiceberg catalog (opened on first use; ``LakeNotFoundError`` if there is no lake)."""
+        return self.open()
+
+    def open(self, *, create: bool = False) -> Catalog:
+        """Open the lake's catalog; ``create`` makes a new lake where there is none (logged as a warning)."""
         if self._catalog is None:
-            self._catalog = open_catalog(self.config)
+            self._catalog = open_catalog(self.config, create=create)
         return self._catalog
+
+    def describe(self) -> str:
+        """Where this lake is (catalog and warehouse), for messages; no secret."""
+        return self.config.describe()
+
+    @property
+    def has_group_store(self) -> bool:
+        """Whether this lake can hold consumer groups: for now only in a SQL catalog's database (not on a REST
+        catalog, until groups have a store of their own)."""
+        return not self.config.is_rest
+
+    def sql_engine(self) -> Engine:
+        """The SQL catalog's database engine, for what lives beside the catalog's tables (consumer groups, the
+        consumers' change watch) until those have a store of their own; on a REST catalog, a clear error."""
+        catalog = self.catalog
+        if not isinstance(catalog, SqlCatalog):
+            raise InputError(f"consumer groups and consumers need a SQL catalog database for now; {self.describe()} "
+                             "is a REST catalog")
+        return catalog.engine
 
     def spark(self) -> SparkSession:
         """The SparkSession for this lake (started on first use; reused afterwards)."""
@@ -93,8 +121,14 @@ class Lake:
     def topic(self, name: str | TopicName) -> Topic:
         """Open an existing topic; ``TopicNotFoundError`` / ``NotATopicError`` otherwise."""
         topic_name = name if isinstance(name, TopicName) else TopicName.parse(name)
-        table = load_table(self.catalog, topic_name.identifier)
+        try:
+            table = load_table(self.catalog, topic_name.identifier)
+        except TopicNotFoundError:
+            raise self._unknown(topic_name) from None
         return Topic(self.catalog, topic_name, table)
+
+    def _unknown(self, name: TopicName) -> TopicNotFoundError:
+        return TopicNotFoundError(f"unknown topic '{name}' (searched {self.describe()})")
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> Topic:
         """Create a topic (and its namespace if needed). Settings are validated before anything is made."""
@@ -102,6 +136,7 @@ class Lake:
         if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
             raise InputError(f"--partitions must be an integer between 1 and {MAX_PARTITIONS}, got {partitions!r}")
         to_set, _, _ = validate_updates({}, dict(config or {}))
+        catalog = self.open(create=True)
         properties = {
             **props.TOPIC_TABLE_PROPERTIES,
             **to_set,
@@ -113,13 +148,13 @@ class Lake:
         }
         with translate_storage_errors(f"creating topic {topic_name}"):
             with contextlib.suppress(NamespaceAlreadyExistsError):
-                self.catalog.create_namespace(topic_name.namespace)
-            if self.catalog.table_exists(topic_name.compacted_identifier):
+                catalog.create_namespace(topic_name.namespace)
+            if catalog.table_exists(topic_name.compacted_identifier):
                 raise TopicExistsError(f"topic '{topic_name}' cannot be created: its compacted table "
                                        f"'{topic_name.compacted_identifier}' already exists")
             location = self._new_location(topic_name)
             try:
-                table = self.catalog.create_table(
+                table = catalog.create_table(
                     topic_name.identifier,
                     schema=ts.TOPIC_SCHEMA,
                     location=location,
@@ -129,10 +164,13 @@ class Lake:
                 )
             except TableAlreadyExistsError:
                 raise TopicExistsError(f"topic '{topic_name}' already exists") from None
-        return Topic(self.catalog, topic_name, table)
+        return Topic(catalog, topic_name, table)
 
-    def _new_location(self, name: TopicName) -> str:
-        """A fresh table location per topic incarnation, so a re-created topic never sees old files."""
+    def _new_location(self, name: TopicName) -> str | None:
+        """A fresh table location per topic incarnation, so a re-created topic never sees old files; None (the
+        catalog's choice) on a REST catalog given no warehouse location."""
+        if not self.config.warehouse:
+            return None
         base = self.config.warehouse.rstrip("/")
         return f"{base}/{'/'.join(name.namespace)}/{name.topic}-{uuid.uuid4().hex[:12]}"
 
@@ -168,25 +206,25 @@ class Lake:
     def delete_topic(self, name: str) -> DeletedTopic:
         """Drop a topic, its compacted view, and every file under their locations."""
         topic = self.topic(name)  # validates it is a topic
-        locations = [topic.table.metadata.location]
+        locations = [(topic.table.metadata.location, topic.table.io)]
         removed_files = 0
         with translate_storage_errors(f"deleting topic {topic.name}"):
             try:
                 compacted = self.catalog.load_table(topic.name.compacted_identifier)
-                locations.append(compacted.metadata.location)
+                locations.append((compacted.metadata.location, compacted.io))
                 self.catalog.drop_table(topic.name.compacted_identifier)
             except NoSuchTableError:
                 pass
             try:
                 self.catalog.drop_table(topic.name.identifier)
             except NoSuchTableError:
-                raise TopicNotFoundError(f"unknown topic '{topic.name}'") from None
-            for location in locations:
-                removed_files += delete_prefix(self.config, location)
+                raise self._unknown(topic.name) from None
+            for location, io in locations:  # each table's own file IO: a REST catalog's vended credentials
+                removed_files += delete_prefix(self.config, location, io)
         return DeletedTopic(str(topic.name), True, removed_files)
 
     def close(self) -> None:
         if self._catalog is not None:
             with contextlib.suppress(Exception):
-                self._catalog.engine.dispose()
+                self._catalog.close()
             self._catalog = None

@@ -3,7 +3,9 @@
 The figures users of Kafka's log cleaner and Pulsar's compactor watch (durations; records and bytes read,
 written and removed; dirty ratio; max compaction delay; failures), as machine-readable lines
 (``{"event": "compaction", "topic": ..., ...}``), so a log pipeline can chart them without parsing prose.
-``status --json`` exposes the same figures for the last run under ``metrics``.
+A compaction's and a retention's lines come from their summaries (``progress.Progress.summary``), so they are
+logged however the operation was started; the cleaner logs its own events. ``status --json`` exposes the same
+figures for the last run under ``metrics``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Progress and summaries of long operations: structured log lines (one per phase, one summary).
 
 Every line goes to the ``compactor`` logger with its fields both in the text (for people) and as
-``extra={"fields": {...}}`` (for log pipelines). A callback can also receive each event (tests, UIs).
+``extra={"fields": {...}}`` (for log pipelines). A callback can also receive each event (tests, UIs). An
+operation's summary is also its metric line (``metrics.emit``), from the same fields, whoever ran it: the command
+line, the cleaner or a Python caller.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor import metrics
 from compactor.errors import UsageError
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -57,5 +60,9 @@ class Progress:
         if self.listener is not None:
             self.listener(name, data)
 
-    def summary(self, message: str, **fields: Any) -> None:
+    def summary(self, message: str, *, metric: str | None = None, **fields: Any) -> None:
+        """The operation's one summary line and, if ``metric`` names its event, its metric line with the same
+        fields (``metrics.emit``)."""
         self.phase("summary", message, **fields)
+        if metric is not None:
+            metrics.emit(metric, self.topic, **fields)

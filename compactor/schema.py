@@ -1,4 +1,5 @@
-"""The table layouts: the raw log (a topic) and its compacted view. The data model every layer shares.
+"""The table layouts: the raw log (a topic), its compacted view and a compaction run's scratch table. The data
+model every layer shares.
 
 A topic is an Iceberg table with exactly the columns of SEMANTICS section 1. It is partitioned by
 ``identity(partition)`` only: every data file then holds one partition, and because producers write each
@@ -78,6 +79,30 @@ COMPACTED_SCHEMA = Schema(
     *TOPIC_SCHEMA.fields,
     NestedField(10, DELETE_HORIZON, LongType(), required=False),
     NestedField(11, RECORD_BYTES, LongType(), required=False),
+)
+
+
+# --- a compaction run's scratch table: phase 1's winners, read by phase 2 ---------------------------------------
+# Offsets are dense, so the winners of 64 consecutive offsets are one 64-bit mask: a mask row holds ``word`` =
+# offset >> WORD_SHIFT and ``mask`` (a bit per offset that is its key's latest), with ``key`` null; a key row holds
+# a winning key (``word`` and ``mask`` null). Under a compaction.strategy other than offset, a run with a view
+# also keeps on a key row the position and bookkeeping of the compacted row the winner supersedes (CONTEST_SCHEMA).
+WORD, MASK = "word", "mask"
+WORD_SHIFT = 6
+WORD_BITS = 1 << WORD_SHIFT
+FILE_PATH, POS = "file_path", "pos"
+SCRATCH_SCHEMA = Schema(
+    NestedField(1, PARTITION, IntegerType(), required=True),
+    NestedField(2, WORD, LongType(), required=False),
+    NestedField(3, MASK, LongType(), required=False),
+    NestedField(4, KEY, BinaryType(), required=False),
+)
+CONTEST_SCHEMA = Schema(
+    *SCRATCH_SCHEMA.fields,
+    NestedField(5, FILE_PATH, StringType(), required=False),
+    NestedField(6, POS, LongType(), required=False),
+    NestedField(7, DELETE_HORIZON, LongType(), required=False),
+    NestedField(8, RECORD_BYTES, LongType(), required=False),
 )
 
 

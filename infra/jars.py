@@ -5,6 +5,8 @@ set says so) into one folder, ``<dest>/<set>/``:
 
 * ``spark``: Iceberg's Spark runtime and the JDBC drivers of the SQL catalogs (every Spark session);
 * ``s3``: S3A (``hadoop-aws`` of PySpark's Hadoop client version, with the AWS SDK it was built against);
+* ``aws``: Iceberg's AWS bundle (``S3FileIO`` and the AWS SDK v2 it needs), with which Spark's Iceberg reads and
+  writes a REST catalog's tables with the storage credentials the catalog vends (installed with ``s3``);
 * ``kafka``: Kafka's broker and tools (tests and the demo: ``infra/kafka-server.sh``);
 * ``rest``: Iceberg's REST catalog test server and what it runs on (tests: ``infra/rest-catalog-server.sh``);
 * ``connect``: a Kafka Connect worker (tests: ``infra/kafka-connect.sh``), and ``iceberg-sink``: Iceberg's
@@ -58,6 +60,8 @@ SETS: dict[str, JarSet] = {
                     transitive=False, why="every Spark session: Iceberg's runtime, the SQL catalogs' JDBC drivers"),
     "s3": JarSet((f"org.apache.hadoop:hadoop-aws:{HADOOP}",), transitive=True,
                  why="S3A for s3:// warehouses (with the AWS SDK bundle hadoop-aws was built against)"),
+    "aws": JarSet((f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG}",), transitive=False,
+                  why="Iceberg's S3FileIO for Spark: a REST catalog's vended storage credentials"),
     "kafka": JarSet((f"org.apache.kafka:kafka_2.13:{KAFKA}", "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"),
                     transitive=True, why="a Kafka broker for tests and the demo"),
     "rest": JarSet((f"org.apache.iceberg:iceberg-open-api:{ICEBERG}:test-fixtures",

@@ -35,7 +35,9 @@ if [ ! -d "$JARS/rest" ] || [ ! -f "$JARS/compactor-rest-catalog.jar" ]; then
   exit 1
 fi
 CLASSPATH="$JARS/rest/*:$JARS/compactor-rest-catalog.jar"
-case "$WAREHOUSE" in s3://*|s3a://*) CLASSPATH="$CLASSPATH:$JARS/s3/*" ;; esac
+# S3A first: Iceberg's core test jar (the fixture's home) carries a test copy of S3ABlockOutputStream that does not
+# match hadoop-aws's other classes
+case "$WAREHOUSE" in s3://*|s3a://*) CLASSPATH="$JARS/s3/*:$CLASSPATH" ;; esac
 if [ -f "$DIR/rest.pid" ] && kill -0 "$(cat "$DIR/rest.pid")" 2>/dev/null; then
   echo "rest-catalog-server: a server already runs for $DIR (process $(cat "$DIR/rest.pid"))" >&2
   exit 1

@@ -5,7 +5,8 @@
 # compiled Spark functions.
 #
 # Usage: infra/setup.sh [--s3] [--kafka] [--rest] [--connect] [--all]
-#   --s3      also the S3A jars (hadoop-aws, the AWS SDK bundle; ~280 MB), needed for s3:// warehouses
+#   --s3      also the S3A jars (hadoop-aws, the AWS SDK bundle; ~280 MB), needed for s3:// warehouses, and
+#             Iceberg's AWS bundle (~63 MB: S3FileIO, for a REST catalog's vended storage credentials)
 #   --kafka   also a Kafka broker's jars (infra/kafka-server.sh: tests and the demo)
 #   --rest    also Iceberg's REST catalog test server (infra/rest-catalog-server.sh: tests)
 #   --connect also a Kafka Connect worker with Iceberg's sink (infra/kafka-connect.sh: tests)
@@ -20,10 +21,11 @@ VENV=${COMPACTOR_VENV:-$ROOT/.venv}
 JAR_SETS=()
 for arg in "$@"; do
   case "$arg" in
-    --s3|--kafka|--rest) JAR_SETS+=(--set "${arg#--}") ;;
+    --s3) JAR_SETS+=(--set s3 --set aws) ;;
+    --kafka|--rest) JAR_SETS+=(--set "${arg#--}") ;;
     --connect) JAR_SETS+=(--set connect --set iceberg-sink) ;;
-    --all) JAR_SETS+=(--set s3 --set kafka --set rest --set connect --set iceberg-sink) ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --all) JAR_SETS+=(--set s3 --set aws --set kafka --set rest --set connect --set iceberg-sink) ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "setup: unknown argument '$arg' (expected --s3, --kafka, --rest, --connect or --all)" >&2; exit 2 ;;
   esac
 done

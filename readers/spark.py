@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Unpack
 from compactor import schema as ts
 from compactor.iceberg.bounds import task_range
 from compactor.spark.active import active_session
-from compactor.spark.columns import offset_ranges
+from compactor.spark.catalog import register_table_storage
+from compactor.spark.expressions import offset_ranges
 from compactor.topics.naming import TopicName
 from readers.pinned import Segment
 from readers.reader import ReaderOptions, TopicReader
@@ -70,6 +71,7 @@ def _dataframe_on(spark: SparkSession, lake: Lake, reader: TopicReader, ordered:
     condition = offset_ranges((s.partition, s.lo, s.hi) for s in raw)
     paths = _raw_paths(reader, raw)
     if condition is not None and paths:
+        register_table_storage(spark, lake.config, reader.topic.table)  # the files are read by path, through S3A
         frame = spark.read.schema(RAW_FILE_SCHEMA).parquet(*paths)
         parts.append(frame.where(condition).select(*ts.COLUMNS))
     if not parts:  # nothing to read: an empty frame with the topic's columns

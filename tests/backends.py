@@ -1,9 +1,11 @@
 """The ``backend`` fixture: one fresh lake on each back-end, without a JVM.
 
 Parametrised over ``local`` (a local warehouse with a SQLite catalog), ``s3`` (moto's S3 server, a SQLite
-catalog) and ``postgres`` (a local warehouse with a PostgreSQL catalog). ``tests/conftest.py`` marks each case
-``s3`` or ``postgres`` by its parameter. A test that needs Spark attaches the session itself
-(``attach_spark``), so the back-ends serve JVM-free tests too.
+catalog), ``postgres`` (a local warehouse with a PostgreSQL catalog) and ``rest`` (a warehouse of its own on the
+REST catalog server, ``tests/servers.py``, which places the tables; OAuth2 client credentials).
+``tests/conftest.py`` marks each case ``s3``, ``postgres`` or ``rest`` by its parameter (``rest`` is a JVM server,
+so those cases are ``spark`` too). A test that needs Spark attaches the session itself (``attach_spark``), so the
+back-ends serve JVM-free tests too. ``BACKENDS`` names them, for a test that parametrises ``backend`` itself.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ if TYPE_CHECKING:
 
     from tests.pg_server import PostgresServer
     from tests.s3_server import S3Server
+    from tests.servers import RestCatalog
 
 _names = itertools.count()
+BACKENDS = ("local", "s3", "postgres", "rest")
 
 
 @dataclasses.dataclass
@@ -37,9 +41,18 @@ class Backend:
     catalog_uri: str
 
 
-@pytest.fixture(params=["local", "s3", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
     env: dict[str, str] = {}
+    if request.param == "rest":
+        rest: RestCatalog = request.getfixturevalue("rest_catalog")
+        env = rest.lake_env(rest.create_warehouse())
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        lake = Lake(new_lake_config("", rest.uri, **env))
+        yield Backend(request.param, lake, env, "", rest.uri)
+        lake.close()
+        return
     if request.param == "s3":
         server: S3Server = request.getfixturevalue("s3_server")
         bucket = f"e2e-{next(_names)}"

@@ -103,6 +103,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "postgres_server" in fixtures or backend == "postgres":
             item.add_marker(pytest.mark.postgres)
         servers = [marker for fixture, marker in JVM_SERVER_FIXTURES.items() if fixture in fixtures]
+        if backend == "rest" and "rest" not in servers:
+            servers.append("rest")
         for marker in servers:
             item.add_marker(getattr(pytest.mark, marker))
         if servers and item.get_closest_marker("spark") is None:
@@ -154,8 +156,10 @@ def new_lake_config(warehouse: str | Path, catalog_uri: str | None = None, **env
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[Lake]:
-    """A fresh local lake (pyiceberg only; no Spark)."""
+    """A fresh local lake (pyiceberg only; no Spark), created: opening a lake never creates one
+    (tests/test_lake_opening.py), and tests on this one start from an empty lake."""
     instance = Lake(new_lake_config(tmp_path / "warehouse"))
+    instance.open(create=True)
     yield instance
     instance.close()
 
@@ -163,7 +167,7 @@ def lake(tmp_path: Path) -> Iterator[Lake]:
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[SparkSession]:
     """The one SparkSession of the test run (small, local, quiet)."""
-    from compactor.spark.jars import S3_SET, S3A_JARS, jars_dir
+    from compactor.spark.jars import ICEBERG_AWS_JARS, ICEBERG_AWS_SET, S3_SET, S3A_JARS, jars_dir
     from compactor.spark.session import get_or_create_session
 
     extra = {
@@ -180,7 +184,9 @@ def spark_session() -> Iterator[SparkSession]:
         # Load the S3A jars at start so S3 tests can share this session.
         from compactor.spark.jars import required_jars
 
-        extra["spark.jars"] = ",".join(required_jars(s3=True))
+        # and Iceberg's AWS bundle, for a REST catalog's vended credentials
+        have_aws = all((jars_dir() / ICEBERG_AWS_SET / name).exists() for name in ICEBERG_AWS_JARS)
+        extra["spark.jars"] = ",".join(required_jars(s3=True, rest=have_aws))
     session = get_or_create_session(bootstrap, extra=extra)
     yield session
     session.stop()

@@ -11,6 +11,7 @@ set-up step, never a skip: the test command installs every set.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -87,6 +88,12 @@ class RestCatalog:
     read_token: str
     client_id: str
     client_secret: str
+    header: tuple[str, str]  # a header every request must carry (403 otherwise): the extra headers' test
+
+    @property
+    def client_properties(self) -> dict[str, str]:
+        """What a pyiceberg client needs besides its credentials: the required header."""
+        return {f"header.{self.header[0]}": self.header[1]}
 
     def inject(self, *rules: str) -> None:
         """Fault rules for the server (``METHOD PATH-REGEX status=CODE|delay-before=MS|delay-after=MS``); none
@@ -95,6 +102,42 @@ class RestCatalog:
         partial = path.with_suffix(".partial")
         partial.write_text("".join(f"{rule}\n" for rule in rules))
         partial.replace(path)
+
+    def create_warehouse(self, name: str | None = None) -> str:
+        """A new warehouse with a catalog of its own (as an administrator makes a Polaris catalog); its name."""
+        name = name or f"w{uuid.uuid4().hex[:12]}"
+        (self.directory / "warehouses" / name).mkdir(parents=True)
+        return name
+
+    def lake_env(self, warehouse: str, *, auth: str = "credential", **properties: str) -> dict[str, str]:
+        """The environment that points the product at ``warehouse`` of this server (``auth``: ``credential``,
+        OAuth2 client credentials; ``token``, the bearer token; ``read``, the token that may only read), with the
+        required header and any other catalog ``properties`` in a properties file readable by its owner only."""
+        env = {"COMPACTOR_CATALOG_URI": self.uri, "COMPACTOR_REST_WAREHOUSE": warehouse}
+        if auth == "credential":
+            env["COMPACTOR_REST_CREDENTIAL"] = f"{self.client_id}:{self.client_secret}"
+        else:
+            env["COMPACTOR_REST_TOKEN"] = self.token if auth == "token" else self.read_token
+        path = self.directory / f"client-{uuid.uuid4().hex[:12]}.properties"
+        lines = {**self.client_properties, **properties}
+        path.write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
+        path.chmod(0o600)
+        env["COMPACTOR_REST_PROPERTIES_FILE"] = str(path)
+        return env
+
+    @contextlib.contextmanager
+    def requests_logged(self, path_regex: str) -> Iterator[list[str]]:
+        """The POST requests whose path matches ``path_regex`` while the block runs (``"POST PATH BODY"``), in the
+        list it yields once the block has ended."""
+        log, switch = self.directory / "requests.log", self.directory / "request-log"
+        log.unlink(missing_ok=True)
+        switch.write_text(path_regex)
+        lines: list[str] = []
+        try:
+            yield lines
+        finally:
+            switch.unlink()
+            lines.extend(log.read_text().splitlines() if log.exists() else [])
 
 
 @dataclass(frozen=True)
@@ -140,13 +183,15 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 @pytest.fixture(scope="session")
 def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCatalog]:
     directory = tmp_path_factory.mktemp("rest-catalog")
+    header = ("X-Compactor-Test", f"header-{uuid.uuid4().hex}")
     secrets = {"REST_CATALOG_TOKEN": f"token-{uuid.uuid4().hex}", "REST_CATALOG_READ_TOKEN": f"read-{uuid.uuid4().hex}",
-               "REST_CATALOG_CLIENT_ID": "compactor-tests", "REST_CATALOG_CLIENT_SECRET": f"secret-{uuid.uuid4().hex}"}
+               "REST_CATALOG_CLIENT_ID": "compactor-tests", "REST_CATALOG_CLIENT_SECRET": f"secret-{uuid.uuid4().hex}",
+               "REST_CATALOG_REQUIRED_HEADER": f"{header[0]}: {header[1]}"}
     uri, pid = start_server("rest-catalog-server.sh", directory, key="uri", env=secrets)
     try:
         yield RestCatalog(uri, directory, directory / "warehouse", pid, secrets["REST_CATALOG_TOKEN"],
                           secrets["REST_CATALOG_READ_TOKEN"], secrets["REST_CATALOG_CLIENT_ID"],
-                          secrets["REST_CATALOG_CLIENT_SECRET"])
+                          secrets["REST_CATALOG_CLIENT_SECRET"], header)
     finally:
         stop_server(pid)
 

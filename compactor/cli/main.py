@@ -16,13 +16,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from compactor.cli import consuming, maintenance, mirroring, records, topic
+from compactor.cli import consuming, maintenance, mirroring, produce_read, topic_verbs
 from compactor.errors import CompactorError, UsageError
 from compactor.iceberg.catalog import first_line
 from compactor.progress import LOG_LEVELS, parse_log_level
 
 # Every verb registers itself the same way: a module with ``register(subparsers)`` whose parsers set ``handler``.
-VERB_MODULES = (topic, records, maintenance, consuming, mirroring)
+VERB_MODULES = (topic_verbs, produce_read, maintenance, consuming, mirroring)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,9 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pulsar-style, non-destructive two-phase topic compaction on Apache Iceberg.",
     )
     parser.add_argument("--warehouse", help="local directory or s3://bucket/prefix "
-                        "(env COMPACTOR_WAREHOUSE, default ./warehouse)")
-    parser.add_argument("--catalog-uri", help="SQLite file or postgresql://... catalog database "
-                        "(env COMPACTOR_CATALOG_URI; default for a local warehouse: a SQLite file inside it)")
+                        "(env COMPACTOR_WAREHOUSE, default ./warehouse; on a REST catalog, optional: where the "
+                        "product puts its tables, else the catalog chooses)")
+    parser.add_argument("--catalog-uri", help="SQLite file or postgresql://... catalog database, or an Iceberg REST "
+                        "catalog's http(s)://... URI (env COMPACTOR_CATALOG_URI; default for a local warehouse: a "
+                        "SQLite file inside it). A REST catalog's warehouse name and credentials come from the "
+                        "environment or files only: COMPACTOR_REST_WAREHOUSE, COMPACTOR_REST_CREDENTIAL, "
+                        "COMPACTOR_REST_TOKEN, COMPACTOR_REST_PROPERTIES_FILE")
     parser.add_argument("--log-level", type=_log_level_argument, metavar="LEVEL",
                         help=f"{', '.join(LOG_LEVELS)} (any case; env COMPACTOR_LOG_LEVEL): the level of progress "
                         "lines and of Spark's own logging, all on standard error. Default: info for progress, "

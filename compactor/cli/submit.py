@@ -60,10 +60,9 @@ def route_stderr_to_driver() -> bool:
     docstring); returns whether it did. Elsewhere (no Py4J gateway to join) it changes nothing."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return False
-    from pyspark import SparkContext
+    from compactor.spark.internals import submit_gateway_jvm
 
-    SparkContext._ensure_initialized()  # joins spark-submit's gateway; the SparkContext is not created yet
-    jvm = SparkContext._jvm
+    jvm = submit_gateway_jvm()  # joins spark-submit's gateway; the SparkContext is not created yet
     if jvm is None:
         return False
     sys.stderr = DriverStderr(jvm.System.err, sys.stderr)

@@ -1,4 +1,4 @@
-"""How Spark runs a compaction: the layout of its tasks, the job session's settings, and the scans.
+"""How Spark runs a compaction: the layout of its tasks, the job session's settings, the scans and the jobs' names.
 
 Two layouts, chosen per run by estimated cost (``choose_layout``; measurements in bench/README.md):
 
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from compactor.errors import CommitConflictError, InputError
 from compactor.iceberg.catalog import first_line
+from compactor.spark.expressions import offset_ranges
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -138,6 +139,21 @@ def read_table(spark: SparkSession, identifier: str, snapshot_id: int | None, sp
     if split is not None:
         reader = reader.option("split-size", str(split)).option("file-open-cost", str(FILE_OPEN_COST))
     return reader.load(identifier)
+
+
+def read_range(spark: SparkSession, identifier: str, ranges: Mapping[int, tuple[int, int]],
+               split: int | None) -> DataFrame:
+    """The rows of the topic table ``identifier`` in ``ranges`` (``partition -> [lo, hi)``), read from the
+    current ``main``, in slices of about ``split`` bytes if given.
+
+    A run reads its new range ``[H_p(C), H_p)`` of the pinned snapshot ``S`` this way: the rows of that range
+    never change once in ``S`` (offsets are never reused, and retention stays below every retained cursor's
+    horizon), and appends may drop ``S``'s metadata entry meanwhile (``producing.commit``), so Spark could not
+    find ``S`` by id."""
+    condition = offset_ranges((p, lo, hi) for p, (lo, hi) in ranges.items())
+    if condition is None:
+        raise ValueError("read_range needs a non-empty range")
+    return read_table(spark, identifier, None, split).where(condition)
 
 
 @contextlib.contextmanager

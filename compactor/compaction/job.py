@@ -1,16 +1,19 @@
 """The TwoPhaseCompactor: one compaction run of one topic, as Spark jobs (SEMANTICS sections 2 and 3).
 
-It reads like Kafka's cleaner (clean -> build the offset map -> recopy), one step per module:
+It reads like Kafka's cleaner (clean -> build the offset map -> recopy), one step after the other, each step
+entered once and handing the next what it made:
 
-0. **plan** (``plan``, pyiceberg only): pin the raw snapshot ``S`` and the cursor ``C``, read the settings once,
-   compute the horizons (``horizons``) and decide what the run does; if nothing, stop (``committed: false``).
-   Choose the layout of the Spark work by its estimated cost (``execution``): one task per partition, or
-   offset slices when partitions are fewer than task slots.
-1. **phase 1** (``winners``): each key's latest offset over the new range, into the run's scratch table.
-2. **phase 2** on a private staging branch of the compacted table (``staging``), by one of two strategies:
-   ``incremental`` (position-delete the removed compacted rows, append the range's kept rows) or ``rewrite``
-   (write the whole view afresh when deletes pile up).
-3. **publish** (``publish``): one conditional catalog commit makes the new cursor current, if ``C`` still is.
+0. **plan** (``start``, ``plan``, ``horizons``, ``triggers``; pyiceberg only): pin the raw snapshot ``S`` and the
+   cursor ``C``, read the settings once, compute the horizons and decide what the run does; if nothing, stop
+   (``committed: false``). Then, holding the run's lease (``lease``), open the run: the job session, the layout of
+   the Spark work chosen by its estimated cost (``execution``: one task per partition, or offset slices when
+   partitions are fewer than task slots), and the run's private staging branch at ``C`` (``staging``). The
+   ``RunContext`` (``context``) is the data the phases receive.
+1. **phase 1** (``phase1``): each key's latest offset over the new range, into the run's scratch table
+   (``scratch``).
+2. **phase 2** (``phase2``) on the staging branch: ``incremental`` (position-delete the removed compacted rows,
+   append the range's kept rows) or ``rewrite`` (write the whole view afresh when deletes pile up).
+3. **publish** (``publish``): the new cursor, made current by one conditional catalog commit if ``C`` still is.
    If another run won, this one starts again from the plan on the new cursor (``max_attempts`` in all).
 
 Any failure before the commit leaves ``main`` (the cursor) as it was; the run's staging branch and scratch
@@ -21,52 +24,34 @@ table by the next run and by retention, the staging branch by retention).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from pyiceberg.table import Table
 
 from compactor import failpoints
 from compactor.clock import resolve_now_ms
 from compactor.compaction.context import RunContext
-from compactor.compaction.execution import Layout, choose_layout, estimate_work, spark_commit_conflicts, task_slots
-from compactor.compaction.horizons import RawSnapshotView, compute_horizons, range_records
-from compactor.compaction.incremental import write_incremental
+from compactor.compaction.execution import spark_commit_conflicts
 from compactor.compaction.lease import RunLease
-from compactor.compaction.outcome import Phase2Result, RunFigures, build_cursor
-from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons, timestamp_bounds
-from compactor.compaction.publish import mirror_cursor, publish_cursor
-from compactor.compaction.rewrite import write_rewrite
-from compactor.compaction.scratch import drop_scratch, drop_stale_scratch
-from compactor.compaction.staging import create_stage_branch, drop_stage_branch, ensure_base_branch
+from compactor.compaction.phase1.winners import find_winners
+from compactor.compaction.phase2.outcome import Phase2Result
+from compactor.compaction.phase2.write import write_view
+from compactor.compaction.plan import CompactionPlan
+from compactor.compaction.publish import publish_run
+from compactor.compaction.scratch import drop_scratch
+from compactor.compaction.staging import drop_stage_branch
+from compactor.compaction.start import Pinned, open_run, pin, plan_run
 from compactor.compaction.triggers import assess
-from compactor.compaction.winners import find_winners
-from compactor.cursor import MAIN, STAGE_PREFIX, CompactionStats, Cursor, ViewStats, parse_cursor
-from compactor.cursor.table import ensure_compacted_table
-from compactor.errors import CommitConflictError, CursorMovedError, PolicyError, TopicCorruptError
-from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.expressions import ranges
+from compactor.cursor import CompactionStats, Cursor, ViewStats
+from compactor.errors import CommitConflictError, CursorMovedError, TopicCorruptError
+from compactor.metrics import compaction_metrics
 from compactor.progress import Listener, Progress
 from compactor.results import JsonResult
 from compactor.spark.active import active_session
 from compactor.topics.naming import TopicName
-from compactor.topics.settings import TopicSettings
-from compactor.topics.state import PartitionOffsets
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
     from compactor.lake import Lake
-
-
-@dataclass(frozen=True)
-class Pinned:
-    """What a run pins at its start: the raw snapshot, the compacted table and its cursor, offsets, settings."""
-
-    raw: RawSnapshotView
-    view_table: Table
-    cursor: Cursor | None
-    offsets: PartitionOffsets
-    settings: TopicSettings
 
 
 @dataclass
@@ -105,7 +90,6 @@ class TwoPhaseCompactor:
         self.force_rewrite = force_rewrite
         self.trim_before_ms = trim_before_ms
         self.forced_layout = layout
-        self.raw_timestamps: tuple[int, int] | None = None  # the range files' timestamp bounds (``_layout``)
         self.progress = Progress("compact", str(self.name), listener=listener)
 
     def run(self) -> CompactionResult:
@@ -122,166 +106,90 @@ class TwoPhaseCompactor:
         raise AssertionError("unreachable")
 
     def _attempt(self) -> CompactionResult:
+        """Plan; then, holding the run's lease, phase 1, phase 2 and publish on the job session."""
         topic = self.lake.topic(self.name)
-        pinned = self._pin(topic)
+        pinned = pin(topic)
         if self.if_due and self.trim_before_ms is None:
             assessment = assess(pinned.raw, pinned.offsets, topic.properties, pinned.settings, pinned.cursor,
                                 self.now_ms)
             if not assessment.due:
                 return self._not_committed(pinned.cursor, pinned.raw.snapshot_id, f"not due: {assessment.due_reason}")
-        plan = self._plan(pinned)
+        plan = plan_run(pinned, self.now_ms, self.progress, force_rewrite=self.force_rewrite,
+                        trim_before_ms=self.trim_before_ms)
         if not plan.has_work:
             return self._not_committed(plan.cursor, plan.raw_snapshot_id, "nothing to compact: no horizon advances "
                                        "and no compacted row needs removing")
         failpoints.hit("after-plan")
         run_id = uuid.uuid4().hex[:12]
-        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id):  # retention spares the run
-            ctx = self._start(plan, topic, pinned.view_table, run_id)
-            with active_session(ctx.spark):  # every Spark step of the run resolves on the job session
-                return self._execute(ctx, pinned, topic)
+        with RunLease(self.lake.config, pinned.view_table.metadata.location, run_id,  # retention spares the run
+                      io=pinned.view_table.io):
+            run = open_run(self.lake, topic, plan, pinned.view_table, run_id, self.progress,
+                           layout=self.forced_layout)
+            with active_session(run.spark):  # every Spark step of the run resolves on the job session
+                return self._phases(run, pinned, topic)
 
-    def _execute(self, ctx: RunContext, pinned: Pinned, topic: Topic) -> CompactionResult:
-        """Phase 1, phase 2 and the publish of a planned run; its scratch and unpublished stage are dropped."""
-        plan = ctx.plan
+    def _phases(self, run: RunContext, pinned: Pinned, topic: Topic) -> CompactionResult:
+        """Phase 1, phase 2 and the publish of an open run; its scratch table and unpublished stage are dropped."""
+        plan = run.plan
         published = False
         try:
             with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
-                if plan.ranges:
-                    find_winners(ctx, self.lake.catalog)  # phase 1
+                winners = find_winners(run, self.lake.catalog) if plan.ranges else None
                 failpoints.hit("after-phase-1")
-                result = write_rewrite(ctx) if plan.rewrite_reason else write_incremental(ctx, self.lake.config)
+                written = write_view(run, self.lake.config)
             failpoints.hit("after-write")
-            self._check_density(plan, result)
-            if not plan.ranges and not plan.strategy_changed and result.survivors.rows == plan.view.rows:
+            _check_density(self.name, plan, written)
+            if not plan.ranges and not plan.strategy_changed and written.survivors.rows == plan.view.rows:
                 # only a pass for expired tombstones, keyless rows or a trim, and it found none (the minimums
                 # it planned on are lower bounds): the compacted rows did not change, so nothing is published
                 return self._not_committed(plan.cursor, plan.raw_snapshot_id,
                                            "nothing to compact: no compacted row needed removing")
-            cursor = self._cursor(plan, result, pinned.raw, topic, ctx)
-            failpoints.hit("before-commit")
-            previous = plan.cursor.snapshot_id if plan.cursor else None
-            snapshot_id = publish_cursor(self.lake.catalog, self.name, ctx.stage, previous, cursor,
-                                         result.delete_files, self.progress)
+            snapshot_id, cursor = publish_run(run, winners, written, pinned.raw, topic, self.lake.catalog)
             published = True
-            failpoints.hit("after-commit")
-            mirror_cursor(topic, snapshot_id, cursor)
-            self._summary(snapshot_id, cursor.stats)
-            return CompactionResult(True, str(self.name), snapshot_id, plan.raw_snapshot_id, cursor.horizons_dict(),
-                                    self.now_ms, cursor.stats, plan.published_reason, previous,
-                                    strategy=plan.settings.strategy.label)
+            return self._published(plan, snapshot_id, cursor)
         finally:
-            if ctx.scratch is not None:
-                drop_scratch(self.lake.catalog, self.lake.config, ctx.scratch)
+            if plan.ranges:  # phase 1 made (or began to make) the scratch table
+                drop_scratch(self.lake.catalog, self.lake.config, run.scratch)
             if not published:
-                drop_stage_branch(self.lake.catalog, self.name.compacted_identifier, ctx.stage)
+                drop_stage_branch(self.lake.catalog, self.name.compacted_identifier, run.stage)
 
-    def _start(self, plan: CompactionPlan, topic: Topic, view_table: Table, run_id: str) -> RunContext:
-        """The Spark side of the run: the job session, the layout, and the staging branch at ``C``."""
-        spark = self.lake.job_spark()
-        layout = self._layout(plan, topic, view_table, task_slots(spark))
-        self.progress.phase("layout", layout.reason, layout=layout.kind, slots=layout.slots)
-        stage = f"{STAGE_PREFIX}{self.now_ms}-{run_id}"
-        catalog = self.lake.catalog
-        previous = plan.cursor.snapshot_id if plan.cursor else None
-        base = previous if previous is not None else ensure_base_branch(catalog, view_table)
-        drop_stale_scratch(catalog, self.lake.config, self.name, self.now_ms, plan.settings.orphan_min_age_ms,
-                           view_location=view_table.metadata.location)
-        with translate_storage_errors(f"creating the staging branch of {self.name}"):
-            create_stage_branch(catalog, self.name.compacted_identifier, stage, base, previous)
-        return RunContext(self.name, plan, spark, layout, self.lake.config.catalog_name, run_id, stage,
-                          view_table.metadata.location, self.progress, raw_timestamps=self.raw_timestamps)
-
-    # --- the plan (pyiceberg only) ----------------------------------------------------------------------
-
-    def _pin(self, topic: Topic) -> Pinned:
-        """Pin the raw snapshot ``S`` and the cursor ``C``; read the settings once."""
-        settings = topic.settings
-        if not settings.compacts:
-            raise PolicyError(f"topic {self.name} has cleanup.policy={settings.policy_text}; compaction needs "
-                              "'compact' (topic config --set cleanup.policy=compact or delete,compact)")
-        offsets = topic.offsets()
-        snapshot = topic.snapshot
-        raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
-        view_table = ensure_compacted_table(topic)
-        head = view_table.metadata.snapshot_by_name(MAIN)
-        cursor = parse_cursor(head).widened(offsets.partitions) if head is not None else None
-        return Pinned(raw, view_table, cursor, offsets, settings)
-
-    def _plan(self, pinned: Pinned) -> CompactionPlan:
-        """The horizons (a retention trim keeps them) and the plan (``plan.make_plan``)."""
-        previous = previous_horizons(pinned.cursor, pinned.offsets.log_start_offsets)
-        if self.trim_before_ms is not None:
-            horizons = list(previous)
-        else:
-            horizons = compute_horizons(pinned.raw, previous, pinned.offsets.next_offsets, self.now_ms,
-                                        pinned.settings.min_compaction_lag_ms)
-        plan = make_plan(raw_snapshot_id=pinned.raw.snapshot_id, cursor=pinned.cursor, offsets=pinned.offsets,
-                         horizons=horizons, settings=pinned.settings, now_ms=self.now_ms,
-                         force_rewrite=self.force_rewrite, trim_before_ms=self.trim_before_ms)
-        if pinned.offsets.gapped and plan.ranges:  # a mirrored topic: a range's width is not its record count
-            with translate_storage_errors(f"planning {self.name}"):
-                plan = replace(plan, range_counts=tuple((p, range_records(pinned.raw, p, lo, hi))
-                                                        for p, (lo, hi) in plan.ranges.items()))
-        if plan.has_work:
-            self.progress.phase("plan", "pinned raw snapshot and cursor", raw_snapshot_id=plan.raw_snapshot_id,
-                                cursor=plan.cursor.snapshot_id if plan.cursor else None, mode=plan.mode,
-                                ranges={str(p): list(r) for p, r in plan.ranges.items()},
-                                records=plan.records_in_range, expire_tombstones=plan.purge_expired,
-                                drop_keyless=plan.purge_keyless, trim_before_ms=plan.trim_before_ms,
-                                rewrite=plan.rewrite_reason)
-        return plan
-
-    def _layout(self, plan: CompactionPlan, topic: Topic, view_table: Table, slots: int) -> Layout:
-        """Estimate each partition's work from metadata (range records, view rows) and choose the layout."""
-        with translate_storage_errors(f"planning {self.name}"):
-            raw_files = topic.raw_files(plan.raw_snapshot_id, ranges(plan.ranges)) if plan.ranges else []
-            view_files = ([t.file for t in view_table.scan(snapshot_id=plan.cursor.snapshot_id).plan_files()]
-                          if plan.cursor is not None and plan.removes_view_rows else [])
-        self.raw_timestamps = timestamp_bounds(raw_files)
-        view_rows: dict[int, int] = {}
-        for data_file in view_files:
-            partition = int(data_file.partition[0])
-            view_rows[partition] = view_rows.get(partition, 0) + int(data_file.record_count)
-        work = estimate_work({p: plan.range_records(p) for p in plan.ranges}, view_rows, plan.partitions,
-                             rewrite=plan.rewrite_reason is not None)
-        return choose_layout(work, slots, raw_bytes=sum(f.size_bytes for f in raw_files),
-                             view_bytes=sum(int(f.file_size_in_bytes) for f in view_files), force=self.forced_layout)
-
-    # --- the outcome --------------------------------------------------------------------------------------
-
-    def _check_density(self, plan: CompactionPlan, result: Phase2Result) -> None:
-        if result.range.records != plan.records_in_range:
-            why = "counted from the raw files" if plan.range_counts else "offsets are dense"
-            raise TopicCorruptError(
-                f"{self.name}: the raw range {plan.ranges} holds {result.range.records} records, expected "
-                f"{plan.records_in_range} ({why}); nothing was published")
-
-    def _cursor(self, plan: CompactionPlan, result: Phase2Result, raw: RawSnapshotView, topic: Topic,
-                ctx: RunContext) -> Cursor:
-        with translate_storage_errors(f"reading the staging branch of {self.name}"):
-            table = self.lake.catalog.load_table(self.name.compacted_identifier)
-        figures = RunFigures(ctx.run_id, ctx.layout.kind, ctx.layout.slots, self.progress.elapsed_ms(), ctx.timings,
-                             ctx.unparsable)
-        return build_cursor(plan, result, table, ctx.stage, raw, topic.properties, figures)
-
-    def _not_committed(self, cursor: Cursor | None, raw_snapshot_id: int | None, reason: str) -> CompactionResult:
-        self.progress.summary(f"no commit: {reason}")
-        view = cursor.view if cursor else ViewStats()
-        return CompactionResult(False, str(self.name), cursor.snapshot_id if cursor else None, raw_snapshot_id,
-                                cursor.horizons_dict() if cursor else {}, self.now_ms,
-                                CompactionStats.unchanged(view, self.progress.elapsed_ms()), reason,
-                                cursor.snapshot_id if cursor else None)
-
-    def _summary(self, snapshot_id: int, stats: CompactionStats) -> None:
+    def _published(self, plan: CompactionPlan, snapshot_id: int, cursor: Cursor) -> CompactionResult:
+        stats = cursor.stats
         seconds = stats.duration_ms / 1000
         self.progress.summary(
             f"published cursor {snapshot_id} ({stats.mode}, {stats.layout} on {stats.slots} slot(s)): "
             f"{stats.records_read} raw records ({stats.bytes_read / 1e6:.1f} MB) in {seconds:.1f}s, "
             f"{stats.bytes_read / 1e6 / max(seconds, 1e-3):.1f} MB/s; view {stats.view_rows_before} -> "
-            f"{stats.records_kept} rows", records_read=stats.records_read, records_kept=stats.records_kept,
-            records_removed=stats.records_removed, tombstones_kept=stats.tombstones_kept,
-            tombstones_dropped=stats.tombstones_dropped, bytes_read=stats.bytes_read,
-            bytes_written=stats.bytes_written, duration_ms=stats.duration_ms)
+            f"{stats.records_kept} rows", metric="compaction", committed=True,
+            dirty_ratio=_dirty_ratio(plan.view.clean_bytes, stats), **compaction_metrics(stats.as_json()))
+        return CompactionResult(True, str(self.name), snapshot_id, plan.raw_snapshot_id, cursor.horizons_dict(),
+                                self.now_ms, stats, plan.published_reason, plan.cursor.snapshot_id if plan.cursor
+                                else None, strategy=plan.settings.strategy.label)
+
+    def _not_committed(self, cursor: Cursor | None, raw_snapshot_id: int | None, reason: str) -> CompactionResult:
+        view = cursor.view if cursor else ViewStats()
+        stats = CompactionStats.unchanged(view, self.progress.elapsed_ms())
+        self.progress.summary(f"no commit: {reason}", metric="compaction", committed=False,
+                              dirty_ratio=_dirty_ratio(view.clean_bytes, stats), **compaction_metrics(stats.as_json()))
+        return CompactionResult(False, str(self.name), cursor.snapshot_id if cursor else None, raw_snapshot_id,
+                                cursor.horizons_dict() if cursor else {}, self.now_ms, stats, reason,
+                                cursor.snapshot_id if cursor else None)
+
+
+def _check_density(name: TopicName, plan: CompactionPlan, written: Phase2Result) -> None:
+    if written.range.records != plan.records_in_range:
+        why = "counted from the raw files" if plan.range_counts else "offsets are dense"
+        raise TopicCorruptError(
+            f"{name}: the raw range {plan.ranges} holds {written.range.records} records, expected "
+            f"{plan.records_in_range} ({why}); nothing was published")
+
+
+def _dirty_ratio(clean_bytes: int, stats: CompactionStats) -> float:
+    """Kafka's dirty ratio of what the run cleaned: the bytes of the range it read over those plus the view's
+    clean bytes at ``C`` (for the same range, the ratio ``status`` and the cleaner assessed the topic at); 0 when
+    it read nothing."""
+    dirty = stats.bytes_read
+    return dirty / (clean_bytes + dirty) if dirty > 0 else 0.0
 
 
 def compact_topic(lake: Lake, topic: str, **kwargs: Any) -> CompactionResult:

@@ -4,7 +4,8 @@ Given the pinned cursor ``C``, the raw offsets of snapshot ``S``, the settings r
 says what the run does (SEMANTICS section 2): the new range ``[H_p(C), H_p)`` of each partition, whether
 compacted rows must go without a horizon advancing (expired tombstones, keyless rows after a switch to
 ``drop``, a retention trim), whether to rewrite the view instead of deleting and appending, and whether there
-is anything to do at all. ``execution.choose_layout`` then picks how Spark runs it.
+is anything to do at all. ``execution.choose_layout`` then picks how Spark runs it (``start``, the plan step's
+I/O, reads the metadata these decisions are made from).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from compactor.topics.topic import RawFile
 # its live rows, or when it has this many data files per partition.
 REWRITE_DELETED_RATIO = 0.3
 REWRITE_FILES_PER_PARTITION = 64
+# A partition's winning keys are hashed in one task's memory up to this many records in its range (about 50 to
+# 100 bytes each); past it the joins on keys sort both sides instead, and spill.
+HASH_KEYS_LIMIT = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -51,14 +55,15 @@ class CompactionPlan:
         """``partition -> (H_p(C), H_p)`` for every partition whose horizon advances."""
         return {p: (lo, hi) for p, (lo, hi) in enumerate(zip(self.previous, self.horizons, strict=True)) if hi > lo}
 
-    def range_records(self, partition: int) -> int:
-        """How many raw records the new range of ``partition`` holds (0 if its horizon does not advance)."""
-        lo, hi = self.ranges.get(partition, (0, 0))
-        return dict(self.range_counts).get(partition, hi - lo)
+    @property
+    def range_records(self) -> dict[int, int]:
+        """``partition -> how many raw records its new range holds`` (its width, or counted: ``range_counts``)."""
+        counted = dict(self.range_counts)
+        return {p: counted.get(p, hi - lo) for p, (lo, hi) in self.ranges.items()}
 
     @property
     def records_in_range(self) -> int:
-        return sum(self.range_records(p) for p in self.ranges)
+        return sum(self.range_records.values())
 
     @property
     def partitions(self) -> int:
@@ -78,6 +83,25 @@ class CompactionPlan:
     def removes_view_rows(self) -> bool:
         """Whether compacted rows at ``C`` may be removed (superseded, expired, keyless, trimmed)."""
         return self.cursor is not None and self.has_work
+
+    @property
+    def hash_keys(self) -> bool:
+        """Whether joins on the winning keys may hold one partition's keys in a task's memory."""
+        return max(self.range_records.values(), default=0) <= HASH_KEYS_LIMIT
+
+    @property
+    def contests_view(self) -> bool:
+        """Whether phase 1 contests the range's winners with the view's rows (a strategy other than ``offset``,
+        and a view to contest): its scratch table then also holds the compacted rows each winner supersedes."""
+        return not self.settings.strategy.by_offset and self.cursor is not None
+
+    @property
+    def deletes_contested(self) -> bool:
+        """Whether the compacted rows this run removes are exactly those phase 1's contest found superseded, so
+        that the delete pass reads them from the scratch table instead of classifying the whole view: not when
+        expired tombstones, keyless rows or a trim go as well, nor without a new range."""
+        return (self.contests_view and bool(self.ranges) and not self.purge_expired and not self.purge_keyless
+                and self.trim_before_ms is None)
 
     @property
     def published_reason(self) -> str:

@@ -6,10 +6,11 @@ them back through storage-partitioned joins: the scratch table is partitioned by
 the topic and the view. So phase 1 is a step of its own (timed, with a failure point after it), and nothing
 key- or record-sized ever reaches the driver.
 
-The table is ``<namespace>.<topic>__compacted__run_<now>_<id>``, placed under the compacted table's location,
-and dropped with its files when the run ends, whatever the outcome. A run that died leaves one behind; the
-next run of the topic (and retention) drops scratch tables older than ``compaction.orphan-min-age-ms``, never
-one whose run still holds its lease (``lease.py``).
+Its layout is ``schema.SCRATCH_SCHEMA`` (``schema.CONTEST_SCHEMA`` when phase 1 contests the view's rows). The
+table is ``<namespace>.<topic>__compacted__run_<now>_<id>`` (``scratch_identifier``), placed under the compacted
+table's location, and dropped with its files when the run ends, whatever the outcome. A run that died leaves one
+behind; the next run of the topic (and retention) drops scratch tables older than
+``compaction.orphan-min-age-ms``, never one whose run still holds its lease (``lease.is_stale``).
 """
 
 from __future__ import annotations
@@ -19,45 +20,31 @@ import logging
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.schema import Schema
+from pyiceberg.io import FileIO
 from pyiceberg.table import Table
-from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField, StringType
 
-from compactor.compaction.lease import LiveRuns, live_runs, run_id_of
+from compactor.compaction.lease import LiveRuns, RunMark, is_stale, live_runs
 from compactor.config import LakeConfig
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, drop_stale_tables
-from compactor.schema import COMPACTED_SUFFIX, DELETE_HORIZON, KEY, PARTITION, RECORD_BYTES, TOPIC_PARTITION_SPEC
+from compactor.schema import COMPACTED_SUFFIX, CONTEST_SCHEMA, SCRATCH_SCHEMA, TOPIC_PARTITION_SPEC
 from compactor.topics.naming import TopicName
 
 log = logging.getLogger(__name__)
 
-WORD = "word"
-MASK = "mask"
 SCRATCH_INFIX = f"{COMPACTED_SUFFIX}__run_"
-SCRATCH_SCHEMA = Schema(
-    NestedField(1, PARTITION, IntegerType(), required=True),
-    NestedField(2, WORD, LongType(), required=False),
-    NestedField(3, MASK, LongType(), required=False),
-    NestedField(4, KEY, BinaryType(), required=False),
-)
-# Under a compaction.strategy other than offset, a run with a view also keeps, on each winning key's row, the
-# position and bookkeeping of the compacted row it supersedes (found by phase 1's contest with the view), so
-# the delete pass needs no second pass over the view (``compaction.ranking``).
-FILE_PATH, POS = "file_path", "pos"
-CONTEST_SCHEMA = Schema(
-    *SCRATCH_SCHEMA.fields,
-    NestedField(5, FILE_PATH, StringType(), required=False),
-    NestedField(6, POS, LongType(), required=False),
-    NestedField(7, DELETE_HORIZON, LongType(), required=False),
-    NestedField(8, RECORD_BYTES, LongType(), required=False),
-)
 SCRATCH_PROPERTIES = {"format-version": "2", "write.distribution-mode": "none",
                       "write.parquet.compression-codec": "zstd"}
 
 
 def scratch_identifier(name: TopicName, now_ms: int, run_id: str) -> str:
-    return f"{name.compacted_identifier}__run_{now_ms}_{run_id}"
+    """The catalog identifier of the scratch table of the run ``run_id`` of ``name`` started at ``now_ms``."""
+    return ".".join((*name.namespace, RunMark(now_ms, run_id).name(f"{name.topic}{SCRATCH_INFIX}", "_")))
+
+
+def scratch_mark(identifier: str) -> RunMark | None:
+    """The run clock and run id a scratch table's name records."""
+    return RunMark.parse(identifier, SCRATCH_INFIX, "_")
 
 
 def create_scratch(catalog: Catalog, name: TopicName, view_location: str, now_ms: int, run_id: str, *,
@@ -78,35 +65,25 @@ def drop_scratch(catalog: Catalog, config: LakeConfig, identifier: str) -> None:
         table = catalog.load_table(identifier)
         location = table.metadata.location
         catalog.drop_table(identifier)
-        delete_prefix(config, location)
+        delete_prefix(config, location, table.io)
     except NoSuchTableError:
         return
     except Exception as exc:
         log.info("phase-1 table %s left for a later run to drop: %s", identifier, exc)
 
 
-def scratch_clock(identifier: str) -> int | None:
-    """The run clock a scratch table's name records."""
-    _, _, tail = identifier.rpartition(SCRATCH_INFIX)
-    text = tail.split("_", 1)[0]
-    return int(text) if text.isdigit() else None
-
-
 def drop_stale_scratch(catalog: Catalog, config: LakeConfig, name: TopicName, now_ms: int, min_age_ms: int, *,
-                       view_location: str, dry_run: bool = False) -> list[str]:
+                       view_location: str, dry_run: bool = False, view_io: FileIO | None = None) -> list[str]:
     """Drop the scratch tables of ``name`` whose runs started more than ``min_age_ms`` before ``now_ms`` (a run
     that died left them), never those of a run with a live lease under ``view_location``; returns their
     identifiers (in a dry run, those it would drop). The leases are read after the tables were listed: a run
     writes its lease before it creates its table, so every table listed has a lease to be found."""
     @functools.cache
     def live() -> LiveRuns:  # read once, at the first table listed
-        return live_runs(config, view_location)
+        return live_runs(config, view_location, io=view_io)
 
     def stale(identifier: str, _: Table) -> bool:
-        if run_id_of(identifier, SCRATCH_INFIX, "_") in live().run_ids:
-            return False
-        started = scratch_clock(identifier)
-        return started is not None and started + min_age_ms < now_ms
+        return is_stale(scratch_mark(identifier), live(), now_ms, min_age_ms)
 
     return drop_stale_tables(catalog, config, name.namespace, f"{name.topic}{SCRATCH_INFIX}", stale, "phase-1 table",
                              dry_run=dry_run)

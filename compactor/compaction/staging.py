@@ -1,6 +1,9 @@
 """A run's private staging branch of the compacted table: created at the cursor ``C`` (or at the empty base
 snapshot that first runs branch from) on condition that ``main`` is still ``C``, written by phase 2, and
 dropped by the cursor commit (or, when the run fails, here). Readers never see it.
+
+Its name is ``compactor-run-<run clock>-<run id>`` (``stage_branch``), so that retention can tell a dead run's
+branch from a live one's (``stage_mark``, ``lease.is_stale``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from compactor import properties as props
+from compactor.compaction.lease import RunMark
 from compactor.cursor import MAIN
 from compactor.errors import CommitConflictError, CursorMovedError
 from compactor.iceberg.commits import RefMove, commit
@@ -21,6 +25,18 @@ from compactor.iceberg.snapshots import build_snapshot
 log = logging.getLogger(__name__)
 
 BASE_BRANCH = "compactor-base"
+STAGE_PREFIX = "compactor-run-"
+STAGE_ATTEMPTS = 8
+
+
+def stage_branch(now_ms: int, run_id: str) -> str:
+    """The name of the staging branch of the run ``run_id`` started at ``now_ms``."""
+    return RunMark(now_ms, run_id).name(STAGE_PREFIX, "-")
+
+
+def stage_mark(ref: str) -> RunMark | None:
+    """The run clock and run id of a staging branch's name (``None``: not a staging branch)."""
+    return RunMark.parse(ref, STAGE_PREFIX, "-") if ref.startswith(STAGE_PREFIX) else None
 
 
 def ensure_base_branch(catalog: Catalog, table: Table) -> int:
@@ -42,8 +58,6 @@ def ensure_base_branch(catalog: Catalog, table: Table) -> int:
     fresh = catalog.load_table(table.name())
     return int(fresh.metadata.refs[BASE_BRANCH].snapshot_id)
 
-
-STAGE_ATTEMPTS = 8
 
 
 def require_cursor(table: Table, cursor: int | None, identifier: str, consequence: str = "") -> None:

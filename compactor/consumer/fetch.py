@@ -51,7 +51,7 @@ class MetadataWatch:
     def marks(self) -> dict[str, tuple[str | None, str | None]]:
         """topic -> (raw metadata location, compacted metadata location or None)."""
         self.reads += 1
-        with translate_storage_errors("watching topics for changes"), self.lake.catalog.engine.connect() as conn:
+        with translate_storage_errors("watching topics for changes"), self.lake.sql_engine().connect() as conn:
             rows = conn.execute(self._query).all()
         found = {f"{ns}.{name}": location for ns, name, location in rows}
         return {str(n): (found.get(n.identifier), found.get(n.compacted_identifier)) for n in self.names}

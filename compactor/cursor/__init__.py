@@ -7,9 +7,9 @@ retention and status.
 * ``table``: the compacted table itself (created on first use, checked to belong to its topic).
 """
 
-from compactor.cursor.model import MAIN, STAGE_PREFIX, TAG_PREFIX, Cursor, cursor_properties, parse_cursor
+from compactor.cursor.model import MAIN, TAG_PREFIX, Cursor, cursor_properties, cursor_tag, parse_cursor, tagged_cursor
 from compactor.cursor.stats import CompactionStats, ViewStats
 from compactor.cursor.store import CompactedState, cursor_chain, load_compacted, retained_cursors
 
-__all__ = ["MAIN", "STAGE_PREFIX", "TAG_PREFIX", "CompactedState", "CompactionStats", "Cursor", "ViewStats",
-           "cursor_chain", "cursor_properties", "load_compacted", "parse_cursor", "retained_cursors"]
+__all__ = ["MAIN", "TAG_PREFIX", "CompactedState", "CompactionStats", "Cursor", "ViewStats", "cursor_chain",
+           "cursor_properties", "cursor_tag", "load_compacted", "parse_cursor", "retained_cursors", "tagged_cursor"]

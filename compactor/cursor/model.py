@@ -48,7 +48,21 @@ from compactor.topics.strategy import Strategy
 
 MAIN = "main"
 TAG_PREFIX = "cursor-"
-STAGE_PREFIX = "compactor-run-"
+
+
+def cursor_tag(snapshot_id: int) -> str:
+    """The tag that keeps a replaced cursor ``snapshot_id`` from expiry while it is retained."""
+    return f"{TAG_PREFIX}{snapshot_id}"
+
+
+def tagged_cursor(ref: str) -> int | None:
+    """The cursor a ref tags (``cursor_tag``), or ``None`` if the ref is no cursor tag."""
+    if not ref.startswith(TAG_PREFIX):
+        return None
+    try:
+        return int(ref[len(TAG_PREFIX):])
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

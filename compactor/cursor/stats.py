@@ -93,7 +93,7 @@ class ViewStats(JsonResult):
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, Any], prefix: str = "") -> ViewStats:
-        """From aggregates named ``<prefix><field>`` (an observation of ``phase2.view_stats_columns``)."""
+        """From aggregates named ``<prefix><field>`` (an observation of phase 2's ``rows.view_stats_columns``)."""
         def value(name: str) -> int | None:
             found = metrics.get(prefix + name)
             return None if found is None else int(found)

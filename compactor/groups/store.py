@@ -61,7 +61,7 @@ class GroupStore:
     def __init__(self, lake: Lake) -> None:
         self.catalog_name = lake.config.catalog_name
         with translate_storage_errors("opening the consumer group tables"):
-            self.engine: Engine = lake.catalog.engine
+            self.engine: Engine = lake.sql_engine()
             ensure_tables(self.engine)
 
     # --- helpers ---------------------------------------------------------------------------------

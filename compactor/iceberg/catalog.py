@@ -1,6 +1,12 @@
-"""pyiceberg's ``SqlCatalog`` on the configured database, and translation of its failures.
+"""The lake's pyiceberg catalog (``SqlCatalog`` on the configured database, or ``RestCatalog`` on an Iceberg REST
+catalog: ``iceberg.rest``), and translation of its failures.
 
-pyiceberg creates the catalog tables (the newer V1 layout) before Spark ever connects; Spark is then
+Opening a lake never creates one by accident: ``open_catalog`` fails with ``LakeNotFoundError`` naming the
+warehouse and catalog it tried when the warehouse directory, the SQLite file, the catalog's tables or any
+namespace of the catalog's name is missing, unless the caller creates the lake (``create=True``: only
+``topic create``, which says so on standard error). A REST catalog exists when it answers for its warehouse.
+
+pyiceberg creates the SQL catalog tables (the newer V1 layout) before Spark ever connects; Spark is then
 started with ``jdbc.init-catalog-tables=false``. Creating them from Java instead would leave a read lock
 on SQLite for the life of the SparkSession and an older layout that pyiceberg warns about.
 """
@@ -8,61 +14,117 @@ on SQLite for the life of the SparkSession and an older layout that pyiceberg wa
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
-from compactor.config import LakeConfig, mask_password
-from compactor.errors import StorageUnavailableError, TopicNotFoundError
+from compactor.config import LakeConfig
+from compactor.errors import LakeNotFoundError, StorageUnavailableError, TopicNotFoundError
 from compactor.iceberg.internals import LakeSqlCatalog
+from compactor.iceberg.rest import exception_chain as _chain
+from compactor.iceberg.rest import open_rest_catalog, rest_failure
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_S = 60
 
 
+def s3_properties(config: LakeConfig) -> dict[str, str]:
+    """pyiceberg's S3 file IO properties from the standard AWS variables (none when S3 is not in use)."""
+    if not (config.is_s3 or config.s3.endpoint or (config.is_rest and config.s3.access_key_id)):
+        return {}
+    s3 = config.s3
+    props: dict[str, str] = {}
+    if s3.endpoint:
+        props["s3.endpoint"] = s3.endpoint
+    if s3.access_key_id:
+        props["s3.access-key-id"] = s3.access_key_id
+    if s3.secret_access_key:
+        props["s3.secret-access-key"] = s3.secret_access_key
+    if s3.session_token:
+        props["s3.session-token"] = s3.session_token
+    props["s3.region"] = s3.region
+    props["s3.force-virtual-addressing"] = "false" if s3.path_style else "true"
+    props["s3.connect-timeout"] = "10"
+    props["s3.request-timeout"] = "30"
+    return props
+
+
 def pyiceberg_properties(config: LakeConfig) -> dict[str, str]:
-    """The pyiceberg catalog properties for ``config`` (S3 file IO included when needed)."""
+    """The pyiceberg ``SqlCatalog`` properties for ``config`` (S3 file IO included when needed)."""
     url = config.catalog.sqlalchemy_url
     if config.catalog.is_sqlite and "?" not in url:
         # Concurrent producers queue on SQLite's write lock instead of failing after 5 s.
         url = f"{url}?timeout={SQLITE_BUSY_TIMEOUT_S}"
-    props = {"uri": url, "warehouse": config.warehouse, "pool_pre_ping": "true"}
-    if config.is_s3 or config.s3.endpoint:
-        s3 = config.s3
-        if s3.endpoint:
-            props["s3.endpoint"] = s3.endpoint
-        if s3.access_key_id:
-            props["s3.access-key-id"] = s3.access_key_id
-        if s3.secret_access_key:
-            props["s3.secret-access-key"] = s3.secret_access_key
-        if s3.session_token:
-            props["s3.session-token"] = s3.session_token
-        props["s3.region"] = s3.region
-        props["s3.force-virtual-addressing"] = "false" if s3.path_style else "true"
-        props["s3.connect-timeout"] = "10"
-        props["s3.request-timeout"] = "30"
-    return props
+    return {"uri": url, "warehouse": config.warehouse, "pool_pre_ping": "true", **s3_properties(config)}
 
 
-def open_catalog(config: LakeConfig) -> SqlCatalog:
-    """Open (and on first use create) the catalog database; a clear error if it cannot be reached."""
-    local = config.local_warehouse_path
-    if local is not None:
-        local.mkdir(parents=True, exist_ok=True)
-    if config.catalog.is_sqlite:
-        Path(config.catalog.sqlalchemy_url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+def open_catalog(config: LakeConfig, *, create: bool = False) -> Catalog:
+    """Open the lake's catalog; without ``create``, a lake that does not exist is ``LakeNotFoundError`` (module
+    docstring). With ``create``, what is missing is made, and a new lake is announced on standard error."""
+    if config.is_rest:
+        return open_rest_catalog(config, s3_properties(config))
+    missing = _missing_location(config)
+    if missing is not None and not create:
+        raise LakeNotFoundError(f"no lake at {config.describe()}: {missing}; `compactor topic create` makes a new "
+                                "one (check --warehouse and --catalog-uri)")
+    if create:
+        local = config.local_warehouse_path
+        if local is not None:
+            local.mkdir(parents=True, exist_ok=True)
+        if config.catalog.is_sqlite:
+            _sqlite_file(config).parent.mkdir(parents=True, exist_ok=True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return LakeSqlCatalog(config.catalog_name, **pyiceberg_properties(config))
+            catalog = LakeSqlCatalog(config.catalog_name, init_catalog_tables="true" if create else "false",
+                                     **pyiceberg_properties(config))
     except Exception as exc:  # SQLAlchemy raises many driver-specific types
-        raise StorageUnavailableError(
-            f"cannot open the catalog database {mask_password(config.catalog.sqlalchemy_url)}: {first_line(exc)}"
-        ) from exc
+        raise StorageUnavailableError(f"cannot open the catalog database {config.catalog.describe()}: "
+                                      f"{first_line(exc)}") from exc
+    try:
+        empty = _empty_catalog(catalog)
+    except Exception as exc:
+        catalog.close()
+        raise storage_error(f"opening {config.describe()}", exc) from exc
+    if empty is not None and not create:
+        catalog.close()
+        raise LakeNotFoundError(f"no lake at {config.describe()}: {empty}; `compactor topic create` makes a new "
+                                "one (check --warehouse, --catalog-uri and COMPACTOR_CATALOG_NAME)")
+    if empty is not None or missing is not None:
+        log.warning("creating a new lake: %s", config.describe())
+    return catalog
+
+
+def _sqlite_file(config: LakeConfig) -> Path:
+    return Path(config.catalog.sqlalchemy_url.split("///", 1)[1])
+
+
+def _missing_location(config: LakeConfig) -> str | None:
+    """What of a SQL catalog's lake is missing on disk (the warehouse directory, the SQLite file), if anything."""
+    local = config.local_warehouse_path
+    if local is not None and not local.is_dir():
+        return f"the warehouse directory {local} does not exist"
+    if config.catalog.is_sqlite and not _sqlite_file(config).is_file():
+        return f"the catalog file {_sqlite_file(config)} does not exist"
+    return None
+
+
+def _empty_catalog(catalog: LakeSqlCatalog) -> str | None:
+    """Why the catalog holds no lake (no catalog tables, or no namespace under its name), or None if it does.
+    Every lake has a namespace: ``topic create`` makes its topic's."""
+    from sqlalchemy import inspect
+
+    if not inspect(catalog.engine).has_table("iceberg_tables"):
+        return "the database has no Iceberg catalog tables"
+    if not catalog.list_namespaces():
+        return f"the database holds no catalog named '{catalog.name}'"
+    return None
 
 
 def load_table(catalog: Catalog, identifier: str) -> Table:
@@ -95,7 +157,8 @@ def translate_storage_errors(action: str) -> Iterator[None]:
     except NoSuchTableError:
         raise
     except Exception as exc:
-        if isinstance(exc, OSError | ConnectionError | TimeoutError) or is_storage_failure(exc):
+        if (isinstance(exc, OSError | ConnectionError | TimeoutError) or is_storage_failure(exc)
+                or rest_failure(action, exc) is not None):
             raise storage_error(action, exc) from exc
         raise
 
@@ -106,9 +169,13 @@ NO_BUCKET_MARKERS = ("nosuchbucket", "no_such_bucket", "bucket does not exist", 
 
 
 def storage_error(action: str, exc: BaseException) -> Exception:
-    """The typed error for a storage failure: refused credentials, a missing bucket, or an outage."""
+    """The typed error for a storage failure: refused credentials, a missing bucket, or an outage (a REST
+    catalog's failures as ``iceberg.rest.rest_failure`` classifies them)."""
     from compactor.errors import BucketNotFoundError, StorageAccessDeniedError
 
+    rest = rest_failure(action, exc)
+    if rest is not None:
+        return rest
     text = " ".join(str(e) for e in _chain(exc)).lower()
     detail = first_line(exc)
     if any(marker in text for marker in ACCESS_DENIED_MARKERS):
@@ -133,15 +200,6 @@ def is_storage_failure(exc: BaseException) -> bool:
                "connection refused", "could not connect", "failed to connect", "curlcode", "unable to connect",
                "timed out", "name or service not known")
     return bool(modules & {"sqlalchemy", "botocore", "psycopg2"}) or any(m in text for m in markers)
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
 
 
 def first_line(exc: BaseException) -> str:

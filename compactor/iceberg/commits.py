@@ -10,8 +10,13 @@ is not used to send: it cannot tell a lost reply from a failed commit, which the
 Failure handling:
 
 * ``CommitFailedException`` or a metadata validation error: the commit did not happen (``CommitConflictError``).
-* anything else (the database or object store went away mid-commit): the table is re-read to learn whether the
-  commit landed; if it cannot be re-read the outcome is unknown (``OutcomeUnknownError``, exit 75).
+* a commit that certainly never reached a REST catalog (a refused connection; 401, 403, 400): the catalog's
+  error, with nothing changed (``iceberg.rest.commit_never_sent``).
+* anything else (the database or object store went away mid-commit, a REST catalog's 5xx or timeout): the table
+  is re-read to learn whether the commit landed; if it cannot be re-read the outcome is unknown
+  (``OutcomeUnknownError``, exit 75). So is a REST commit whose answer timed out or whose connection was lost
+  after it was sent and that the table does not show: the server may still apply it
+  (``iceberg.rest.commit_in_flight``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pyiceberg.table.update import (
 from compactor.errors import CommitConflictError, InputError, OutcomeUnknownError
 from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error
 from compactor.iceberg.internals import delete_old_metadata, transaction_parts
+from compactor.iceberg.rest import commit_in_flight, commit_never_sent, detail, rest_failure
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +140,8 @@ def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, .
         failure: BaseException = exc
     except Exception as exc:
         failure = exc
+    if commit_never_sent(failure):
+        raise storage_error(what, failure) from failure
     try:
         current = catalog.load_table(table.name())
     except Exception as reload_exc:
@@ -142,7 +150,11 @@ def send(catalog: Catalog, table: Table, requirements: tuple[TableRequirement, .
             f"committed ('{first_line(reload_exc)}'); re-running is safe") from failure
     if landed(current.metadata):
         return current
-    if is_storage_failure(failure):
+    if commit_in_flight(failure):
+        raise OutcomeUnknownError(
+            f"{what}: the REST catalog did not answer ({detail(failure)}) and the table does not show the commit "
+            "yet, but the catalog may still apply it; re-running is safe") from failure
+    if is_storage_failure(failure) or rest_failure(what, failure) is not None:
         raise storage_error(what, failure) from failure
     raise failure
 

@@ -18,9 +18,13 @@ module uses a private pyiceberg name).
   is sent by ``iceberg.commits.send`` (which tells a lost reply from a failed commit) rather than by
   ``commit_transaction`` (which cannot).
 * ``PositionDeleteManifestWriter``: pyiceberg's V2 manifest writer writing a delete manifest (its ``_meta``
-  names the content), for the position deletes compaction writes (``compaction.deletes``).
+  names the content), for the position deletes compaction writes (``iceberg.manifests``, ``compaction.phase2.deletes``).
 * ``LakeSqlCatalog`` and ``apply_updates``: pyiceberg's ``SqlCatalog`` with a commit whose cost does not
   carry two copies of the whole table metadata (below).
+* ``LakeRestCatalog``: pyiceberg's ``RestCatalog`` whose HTTP session has timeouts (overrides
+  ``RestCatalog._create_session``, which every request's session, the ``/v1/config`` one included, comes from):
+  pyiceberg gives ``requests`` none, so a catalog that stops answering would hang a command forever, and a commit
+  whose answer never comes could not be reported as "outcome unknown".
 
 ``SqlCatalog`` and its commit cost. A topic keeps up to ``raw.snapshot.window.count`` snapshots in its
 metadata (``topics.window``), so each commit's cost grows with the metadata. pyiceberg's
@@ -50,6 +54,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
@@ -70,6 +75,8 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.typedef import Identifier
 from pyiceberg.utils.datetime import datetime_to_millis
+from requests import PreparedRequest, Response, Session
+from requests.adapters import HTTPAdapter
 
 
 def apply_updates(base: TableMetadata, updates: tuple[TableUpdate, ...], base_location: str) -> TableMetadata:
@@ -126,6 +133,34 @@ class LakeSqlCatalog(SqlCatalog):
                            io=self._load_file_io(properties=metadata.properties, location=location), catalog=self)
 
 
+class _TimeoutAdapter(HTTPAdapter):
+    """``requests``' adapter with a default (connect, read) timeout for every request sent without one."""
+
+    def __init__(self, timeout: tuple[float, float]) -> None:
+        super().__init__()
+        self.timeout = timeout
+
+    def send(self, request: PreparedRequest, *args: Any, **kwargs: Any) -> Response:
+        if kwargs.get("timeout") is None:
+            kwargs["timeout"] = self.timeout
+        return super().send(request, *args, **kwargs)
+
+
+class LakeRestCatalog(RestCatalog):
+    """``RestCatalog`` whose requests time out (module docstring)."""
+
+    def __init__(self, name: str, *, connect_timeout_s: float, read_timeout_s: float, **properties: str) -> None:
+        self._timeout = (connect_timeout_s, read_timeout_s)
+        super().__init__(name, **properties)
+
+    def _create_session(self) -> Session:
+        session = super()._create_session()
+        adapter = _TimeoutAdapter(self._timeout)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        return session
+
+
 def parquet_writer_kwargs(properties: Mapping[str, str]) -> dict[str, Any]:
     """pyarrow ``ParquetWriter`` options for a table with these properties, as pyiceberg's own writes use."""
     kwargs: dict[str, Any] = _get_parquet_writer_kwargs(dict(properties))
@@ -169,5 +204,5 @@ class PositionDeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-__all__ = ["LakeSqlCatalog", "PositionDeleteManifestWriter", "apply_updates", "delete_old_metadata",
+__all__ = ["LakeRestCatalog", "LakeSqlCatalog", "PositionDeleteManifestWriter", "apply_updates", "delete_old_metadata",
            "metrics_evaluator", "parquet_writer_kwargs", "read_delete_files", "task_batches", "transaction_parts"]

@@ -1,4 +1,5 @@
-"""The product's hand-built snapshots: an append's (``build_append``) and a cursor commit's (``build_snapshot``).
+"""The product's hand-built snapshots: an append's (``build_append``) and a cursor commit's (``build_snapshot``),
+over manifests written by ``iceberg.manifests``.
 
 An append's snapshot is built so that a commit costs the same on a topic's first day and its thousandth.
 Hand-built because pyiceberg's public snapshot producers do not keep it flat (``bench/snapshot_producer_bench.py``:
@@ -34,16 +35,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyiceberg.manifest import (
-    DataFile,
-    ManifestEntry,
-    ManifestEntryStatus,
-    ManifestFile,
-    write_manifest,
-    write_manifest_list,
-)
+from pyiceberg.manifest import DataFile, ManifestFile, write_manifest_list
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotSummaryCollector, Summary, update_snapshot_summaries
+
+from compactor.iceberg.manifests import avro_compression, data_manifest
 
 MERGE_FACTOR = 8
 
@@ -85,19 +81,9 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
     commit_uuid = uuid.uuid4()
     existing = [m for m in (parent.manifests(table.io) if parent is not None else []) if _live_files(m) > 0]
     merged = choose_merge(len(data_files), existing)
-    written: list[str] = []
     location = table.location_provider().new_metadata_location(f"{commit_uuid}-m0.avro")
-    written.append(location)
-    with write_manifest(format_version=metadata.format_version, spec=metadata.spec(), schema=metadata.schema(),
-                        output_file=table.io.new_output(location), snapshot_id=snapshot_id,
-                        avro_compression=_compression(table)) as writer:  # type: ignore[arg-type]
-        for data_file in data_files:
-            writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
-                                               data_file=data_file))
-        for manifest in merged:
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                writer.existing(entry)
-    new_manifest = writer.to_manifest_file()
+    written: list[str] = [location]
+    new_manifest = data_manifest(table, location, snapshot_id, data_files, merged)
     kept = [m for m in existing if m not in merged]
     collector = SnapshotSummaryCollector()
     for data_file in data_files:
@@ -114,10 +100,10 @@ def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[st
     """A snapshot with the parent's content and extra summary properties.
 
     ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
-    commit adds the run's position deletes this way), with their summary ``counters``. Hand-built: pyiceberg
-    0.12's public snapshot producers write every added file into a data manifest (``_SnapshotProducer.
-    _manifests``), so they cannot add the run's position delete files, which need a delete manifest
-    (``compaction.deletes``).
+    commit adds the run's position deletes this way, ``manifests.delete_manifest``), with their summary
+    ``counters``. Hand-built: pyiceberg 0.12's public snapshot producers write every added file into a data
+    manifest (``_SnapshotProducer._manifests``), so they cannot add the run's position delete files, which need a
+    delete manifest.
     """
     snapshot_id = table.metadata.new_snapshot_id()
     manifests = list(parent.manifests(table.io)) if parent is not None else []
@@ -137,16 +123,12 @@ def _snapshot(table: Table, parent: Snapshot | None, snapshot_id: int, list_name
     with write_manifest_list(format_version=metadata.format_version, output_file=table.io.new_output(location),
                              snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
                              sequence_number=sequence_number,
-                             avro_compression=_compression(table)) as writer:  # type: ignore[arg-type]
+                             avro_compression=avro_compression(table)) as writer:  # type: ignore[arg-type]
         writer.add_manifests(list(manifests))
     totals = update_snapshot_summaries(summary, previous_summary=parent.summary if parent is not None else None)
     return Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=parent.snapshot_id if parent else None,
                     sequence_number=sequence_number, manifest_list=location, summary=totals,
                     schema_id=metadata.current_schema_id)
-
-
-def _compression(table: Table) -> str:
-    return table.metadata.properties.get("write.avro.compression-codec", "gzip")
 
 
 __all__ = ["MERGE_FACTOR", "BuiltSnapshot", "build_append", "build_snapshot", "choose_merge"]

@@ -1,5 +1,9 @@
 """Direct access to the warehouse's files (local or S3) for listing and deleting: used by topic deletion,
 snapshot expiry and orphan cleanup. Reads and writes of table data go through Iceberg, never through here.
+
+Whether a location is on S3 is read from the location itself (a REST catalog may place tables anywhere). Given a
+table's file IO (``io``), S3 is reached with that IO's own settings, so the storage credentials a REST catalog
+vends with a table are the ones used for its files; otherwise with the standard AWS variables.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
 from compactor.config import LakeConfig
@@ -29,10 +34,20 @@ class StoredFile:
     mtime_ms: int | None
 
 
-def filesystem(config: LakeConfig) -> pafs.FileSystem:
-    """A pyarrow filesystem for the warehouse (S3 honours the endpoint from ``AWS_ENDPOINT_URL``)."""
-    if not config.is_s3:
+def is_s3_location(location: str) -> bool:
+    return location.startswith(("s3://", "s3a://", "s3n://"))
+
+
+def filesystem(config: LakeConfig, location: str | None = None, io: FileIO | None = None) -> pafs.FileSystem:
+    """A pyarrow filesystem for ``location`` (default: the warehouse): the table file IO ``io``'s own when it has
+    one (a REST catalog's vended credentials), else one from the standard AWS variables (S3 honours the endpoint
+    from ``AWS_ENDPOINT_URL``)."""
+    target = location if location is not None else config.warehouse
+    if not is_s3_location(target):
         return pafs.LocalFileSystem()
+    if isinstance(io, PyArrowFileIO):
+        scheme, netloc, _ = PyArrowFileIO.parse_location(target)
+        return io.fs_by_scheme(scheme, netloc)
     s3 = config.s3
     kwargs: dict[str, object] = {"region": s3.region, "connect_timeout": 10, "request_timeout": 30,
                                  "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=3)}
@@ -51,47 +66,49 @@ def filesystem(config: LakeConfig) -> pafs.FileSystem:
 
 def fs_path(location: str) -> str:
     """``file:///a/b`` -> ``/a/b``; ``s3://bucket/key`` (or ``s3a://``) -> ``bucket/key``."""
-    if location.startswith(("s3://", "s3a://", "s3n://")):
+    if is_s3_location(location):
         return location.split("://", 1)[1]
     if location.startswith("file:"):
         return urlsplit(location).path
     return location
 
 
-def _location_for(config: LakeConfig, path: str) -> str:
-    return f"s3://{path}" if config.is_s3 else f"file://{path}"
+def _location_for(prefix: str, path: str) -> str:
+    return f"s3://{path}" if is_s3_location(prefix) else f"file://{path}"
 
 
-def list_files(config: LakeConfig, prefix: str) -> Iterator[StoredFile]:
+def list_files(config: LakeConfig, prefix: str, io: FileIO | None = None) -> Iterator[StoredFile]:
     """Every file below ``prefix`` (a directory location), recursively; nothing if it does not exist."""
-    fs = filesystem(config)
+    fs = filesystem(config, prefix, io)
     selector = pafs.FileSelector(fs_path(prefix).rstrip("/"), recursive=True, allow_not_found=True)
     for info in fs.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
         mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else None
-        yield StoredFile(_location_for(config, info.path), int(info.size or 0), mtime)
+        yield StoredFile(_location_for(prefix, info.path), int(info.size or 0), mtime)
 
 
-def delete_files(config: LakeConfig, locations: Iterable[str]) -> int:
+def delete_files(config: LakeConfig, locations: Iterable[str], io: FileIO | None = None) -> int:
     """Delete files (missing ones are fine); returns how many were asked for."""
-    fs = filesystem(config)
     count = 0
+    systems: dict[bool, pafs.FileSystem] = {}
     for location in locations:
+        s3 = is_s3_location(location)
+        if s3 not in systems:
+            systems[s3] = filesystem(config, location, io)
         with contextlib.suppress(FileNotFoundError):
-            fs.delete_file(fs_path(location))
+            systems[s3].delete_file(fs_path(location))
         count += 1
     return count
 
 
-def delete_prefix(config: LakeConfig, prefix: str) -> int:
+def delete_prefix(config: LakeConfig, prefix: str, io: FileIO | None = None) -> int:
     """Delete everything below a directory location; returns the number of files removed."""
-    files = [f.location for f in list_files(config, prefix)]
-    delete_files(config, files)
-    if not config.is_s3:
-        fs = filesystem(config)
+    files = [f.location for f in list_files(config, prefix, io)]
+    delete_files(config, files, io)
+    if not is_s3_location(prefix):
         with contextlib.suppress(FileNotFoundError, OSError):
-            fs.delete_dir(fs_path(prefix))
+            filesystem(config, prefix, io).delete_dir(fs_path(prefix))
     return len(files)
 
 
@@ -129,6 +146,6 @@ def drop_stale_tables(catalog: Catalog, config: LakeConfig, namespace: tuple[str
                 log.info("could not drop the stale %s %s: %s", what, identifier, exc)
                 continue
             with contextlib.suppress(Exception):  # files nothing refers to any more
-                delete_prefix(config, table.metadata.location)
+                delete_prefix(config, table.metadata.location, table.io)
         dropped.append(identifier)
     return dropped

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from compactor.producing.columns import HEADERS_TYPE, INPUT_SCHEMA
+from compactor.producing.arrow_input import HEADERS_TYPE, INPUT_SCHEMA
 
 _NO_TIMESTAMP = 0  # librdkafka's TIMESTAMP_NOT_AVAILABLE
 
@@ -56,7 +56,7 @@ class PendingRecords:
         return self.partitions[row - 1], self.offsets[row - 1]
 
     def to_batch(self) -> pa.RecordBatch:
-        """The records as one normalised producer batch (``producing.columns.INPUT_SCHEMA``, offsets kept)."""
+        """The records as one normalised producer batch (``producing.arrow_input.INPUT_SCHEMA``, offsets kept)."""
         return pa.RecordBatch.from_arrays([
             pa.array(self.keys, pa.large_binary()),
             pa.array(self.values, pa.large_binary()),

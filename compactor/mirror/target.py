@@ -22,7 +22,7 @@ from compactor.lake import Lake
 from compactor.mirror.batches import PendingRecords
 from compactor.mirror.gaps import SourceGap
 from compactor.mirror.source import TopicInfo
-from compactor.producing.columns import RowNumbers
+from compactor.producing.arrow_input import RowNumbers
 from compactor.producing.producer import produce_stream
 from compactor.properties import MIRROR_PROPERTY, NEXT_OFFSETS_PROPERTY
 from compactor.topics.mirrored import MirrorState
@@ -36,7 +36,9 @@ log = logging.getLogger("compactor.mirror")
 def open_lake_topic(lake: Lake, name: TopicName, source: TopicInfo, settings: Mapping[str, str]) -> Topic:
     """The lake topic that mirrors ``source``: created with its partition count and ``settings`` when missing; an
     existing one must mirror ``source`` (a topic never written may become its mirror: made by ``topic create``
-    with settings of one's choosing, or left by a mirror that stopped between creating and marking it)."""
+    with settings of one's choosing, or left by a mirror that stopped between creating and marking it). Like
+    ``topic create``, the first topic a mirror makes may make the lake itself."""
+    lake.open(create=True)
     try:
         topic = lake.topic(name)
     except TopicNotFoundError:

@@ -215,9 +215,15 @@ def _write_segment(table: Table, entries: Sequence[BatchEntry], written: list[st
     return Segment(path, len(entries), min(e.now_ms for e in entries), max(e.now_ms for e in entries))
 
 
+def committed_batch(table: Table, batch_id: str, now_ms: int, window_ms: int) -> BatchEntry | None:
+    """The batch committed under ``batch_id`` within the window before ``now_ms``, as of ``table``'s metadata
+    version (``None``: none; the id may be committed as a new batch)."""
+    return BatchIdRecord.of(table.metadata.properties).find(table, batch_id, now_ms, window_ms)
+
+
 def record_files(properties: Mapping[str, str]) -> list[str]:
     """Every file the batch-id record of a table with these properties lives in (orphan cleanup keeps them)."""
     return BatchIdRecord.of(properties).files
 
 
-__all__ = ["BatchEntry", "BatchIdRecord", "record_files"]
+__all__ = ["BatchEntry", "BatchIdRecord", "committed_batch", "record_files"]

@@ -32,9 +32,9 @@ import pyarrow as pa
 from compactor.clock import resolve_now_ms
 from compactor.errors import CompactorError, InputError, InvalidRecordError
 from compactor.lake import Lake
-from compactor.producing.columns import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
+from compactor.producing.arrow_input import HEADERS_TYPE, INPUT_SCHEMA, RowNumbers
+from compactor.producing.produced import RecordMetadata
 from compactor.producing.producer import produce_stream
-from compactor.producing.results import RecordMetadata
 from compactor.topics.record_rules import HEADER_KEY_NOT_TEXT, record_problem, record_size
 from compactor.topics.topic import Topic
 

@@ -2,7 +2,7 @@
 
 Columns: ``key``, ``value`` (binary or string) and optionally ``partition``, ``timestamp_ms`` (long or
 timestamp) and ``headers`` (array of ``struct<key string, value binary>``). Every step on the executors runs in
-the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``producing.spark_columns``, built by the
+the JVM: Kafka's murmur2 and the rows' numbering are compiled functions (``spark.udf``, built by the
 set-up into ``compactor-udf.jar``); no Python runs there.
 
 **Order.** Offsets follow the DataFrame's own order: Spark partition by Spark partition, rows in order within
@@ -48,12 +48,12 @@ from compactor.clock import resolve_now_ms
 from compactor.errors import InputError
 from compactor.lake import Lake
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
-from compactor.producing.replay import check_replay, start
-from compactor.producing.results import BatchSummary
-from compactor.producing.spark_columns import headers_type, murmur2_partition, topic_counts
+from compactor.producing.produced import BatchSummary, landed_summary
+from compactor.producing.replay import start
 from compactor.producing.spark_files import CountMismatchError, SparkFiles
 from compactor.producing.spark_plan import placement_ignores_projection
 from compactor.producing.spark_stage import ROW_BITS, Counts, bad_row
+from compactor.spark.udf import headers_type, murmur2_partition, topic_counts
 from compactor.topics.record_rules import SIZE, spark_problems, spark_record_bytes
 from compactor.topics.topic import Topic
 
@@ -179,11 +179,10 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
     headers = "headers" in df.columns
     narrow = placement_ignores_projection(df)
     counted = _count(frame, partitions, max_bytes, headers=headers, values=not narrow)
-    if int(counted.counts.sum()) == 0 or replaying is not None:
-        if replaying is None:
-            return BatchSummary.of(None, batch_id=batch_id)
-        check_replay(replaying, counted.counts)
-        return BatchSummary.of(replaying, True)
+    if replaying is not None:
+        return landed_summary(replaying, True, 0, counted.counts)
+    if int(counted.counts.sum()) == 0:
+        return BatchSummary.of(None, batch_id=batch_id)
     try:
         cores = int(df.sparkSession.sparkContext.defaultParallelism)
         stage = _write(lake, target, frame, counted, now, max_bytes, _shares(cores, counted, narrow))
@@ -194,12 +193,11 @@ def produce_dataframe(lake: Lake, topic: str | Topic, df: DataFrame, *, batch_id
                     "its keys were counted; counting again with every column")
         counted = _count(frame, partitions, max_bytes, headers=headers, values=True)
         stage = _write(lake, target, frame, counted, now, max_bytes)
-    batch = BatchCommit(stage, counted.counts, stage.sizes, batch_id, now, "produce-dataframe")
+    batch = BatchCommit(stage, tuple(stage.data_files), stage.base, counted.counts, stage.sizes, batch_id, now,
+                        "produce-dataframe")
     # Spark's write takes long: the commit starts from a fresh read of the topic
     entry, duplicate, attempts = commit_batch(target, batch, planned, max_attempts=max_attempts, refresh_first=True)
-    if duplicate:
-        check_replay(entry, counted.counts)
-    return BatchSummary.of(entry, duplicate, attempts)
+    return landed_summary(entry, duplicate, attempts, counted.counts)
 
 
 __all__ = ["produce_dataframe"]

@@ -25,23 +25,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-    schema_to_pyarrow,
-)
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.manifest import DataFile
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.table import Table
-from pyiceberg.typedef import Record
 
 from compactor import schema as ts
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.internals import parquet_writer_kwargs
+from compactor.iceberg.manifests import topic_data_file
 from compactor.iceberg.storage import delete_uncommitted
-from compactor.producing.columns import HEADERS, HEADERS_TYPE, KEY, TIMESTAMP_MS, VALUE
-from compactor.producing.plan import Grouping
+from compactor.producing.arrow_input import HEADERS, HEADERS_TYPE, KEY, TIMESTAMP_MS, VALUE
+from compactor.producing.partitioning import Grouping
 from compactor.workers import pool
 
 # The topic's Arrow schema with Parquet field ids, so Iceberg readers map columns by id.
@@ -107,18 +102,7 @@ class _PartitionFile:
         self._writer.close()
         size = self._stream.tell()
         self._stream.close()
-        properties = self.table.metadata.properties
-        statistics = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=self._writer.writer.metadata,
-            stats_columns=compute_statistics_plan(ts.TOPIC_SCHEMA, properties),
-            parquet_column_mapping=parquet_path_to_id_mapping(ts.TOPIC_SCHEMA),
-        )
-        return DataFile.from_args(
-            content=DataFileContent.DATA, file_path=self.path, file_format=FileFormat.PARQUET,
-            partition=Record(self.partition), file_size_in_bytes=size, sort_order_id=None,
-            spec_id=self.table.metadata.default_spec_id, equality_ids=None, key_metadata=None,
-            **statistics.to_serialized_dict(),
-        )
+        return topic_data_file(self.table, self.path, self.partition, size, self._writer.writer.metadata)
 
     def abandon(self) -> None:
         try:
@@ -249,9 +233,6 @@ class StagedFiles:
         another append moved a partition's ``N_p`` since they were written."""
         self.rebase(table, base)
         return self.data_files
-
-    def staged_base(self) -> np.ndarray:
-        return self.base
 
     def rebase(self, table: Table, new_base: Sequence[int] | np.ndarray) -> None:
         """Shift every partition's offsets to start at ``new_base[p]``, rewriting its files in chunks."""

@@ -6,7 +6,7 @@ and header values; integer partition, timestamp and offset). That reader refuses
 leaves to the exact parser (``{"base64": ...}`` objects, headers given as an object, wrong types, unknown or
 duplicate fields, invalid JSON), and a block it accepts is also checked to hold one record per non-blank line
 (pyarrow would accept two objects on one line). pyarrow does not check that strings are UTF-8, so a block
-goes to the fast reader only once it decodes as UTF-8. Any doubt sends the block to ``records.parse_lines``,
+goes to the fast reader only once it decodes as UTF-8. Any doubt sends the block to ``jsonl_exact.parse_lines``,
 which decodes it record by record and reports the exact line of the first bad record, as it always has.
 """
 
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from compactor.errors import InputError
-from compactor.producing.columns import RowNumbers, normalise, records_to_batch
-from compactor.topics.records import parse_lines
+from compactor.producing.arrow_input import RowNumbers, normalise, records_to_batch
+from compactor.producing.jsonl_exact import parse_lines
 
 BLOCK_BYTES = 4 * 1024 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from compactor.errors import BatchIdConflictError
-from compactor.producing.plan import Grouping
+from compactor.producing.partitioning import Grouping
 
 SPOOL_CHUNK_ROWS = 1 << 16
 

@@ -11,12 +11,12 @@ Three ways in, one path:
 
 ``produce_stream`` is the path, one stage after the other, each entered once: the topic is read once and the
 batch's start decided (``producing.replay``: ``N_p``, round-robin start, a replayed batch id); each chunk, already
-normalised by its input format (``producing.columns``, ``producing.jsonl``), is validated
-(``producing.validation``), planned (``producing.plan``: murmur2 or round-robin partitions, ranks within
+normalised by its input format (``producing.arrow_input``, ``producing.jsonl``), is validated
+(``producing.validation``), placed (``producing.partitioning``: murmur2 or round-robin partitions, ranks within
 partitions) and written into the batch's data files (``producing.files``); then one conditional commit
 (``producing.commit``) makes the files visible with the new ``N_p``; the result is resolved from the
-placements (``producing.results``). A bad row rejects the whole batch, naming its row (or line), and leaves
-the topic unchanged; empty input commits nothing.
+placements (``producing.produced``; a replay's too). A bad row rejects the whole batch, naming its row (or line),
+and leaves the topic unchanged; empty input commits nothing.
 """
 
 from __future__ import annotations
@@ -30,13 +30,21 @@ import pyarrow as pa
 
 from compactor import failpoints
 from compactor.clock import resolve_now_ms
-from compactor.producing.columns import KEY, PARTITION, Chunk, RowNumbers, normalise, numbered_chunks, records_to_batch
+from compactor.producing.arrow_input import (
+    KEY,
+    PARTITION,
+    Chunk,
+    RowNumbers,
+    normalise,
+    numbered_chunks,
+    records_to_batch,
+)
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
 from compactor.producing.files import StagedFiles
+from compactor.producing.partitioning import BatchPlan, CarriedOffsets, Grouping
 from compactor.producing.placements import Placements, encode
-from compactor.producing.plan import BatchPlan, CarriedOffsets, Grouping
-from compactor.producing.replay import replay, start
-from compactor.producing.results import BatchSummary, ProduceResult
+from compactor.producing.produced import ProduceResult
+from compactor.producing.replay import start
 from compactor.producing.validation import batch_sizes, validate
 from compactor.topics.records import ProducerRecord
 from compactor.topics.topic import Topic
@@ -96,20 +104,17 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
     except BaseException:
         files.discard()
         raise
-    if plan.records == 0 or replaying is not None:
+    if replaying is not None or plan.records == 0:
         files.discard()
-        if replaying is None:
-            return ProduceResult(BatchSummary.of(None), None, placements, partitions, 0, now)
-        replay(replaying, placements, partitions, planned.rr_start)
-        return ProduceResult(BatchSummary.of(replaying, True), replaying, placements, partitions, 0, now)
+        return ProduceResult.landed(replaying, True, 0, placements, partitions, planned.rr_start, now)
     ends = None if carried is None else np.maximum(carried.ends, np.asarray(
         positions if positions is not None else carried.ends, np.int64))
-    batch = BatchCommit(files, plan.counts, plan.sizes, batch_id, now, operation, keep_offsets, fresh_id,
-                        carried.first if carried is not None else None, ends, properties)
+    batch = BatchCommit(files, tuple(files.data_files), files.base.copy(), plan.counts, plan.sizes, batch_id, now,
+                        operation, keep_offsets, fresh_id, carried.first if carried is not None else None, ends,
+                        properties)
     entry, duplicate, attempts = commit_batch(topic, batch, planned, max_attempts=max_attempts,
                                               refresh_first=time.monotonic() - started > STALE_AFTER_S)
-    shift = replay(entry, placements, partitions, planned.rr_start) if duplicate else 0
-    return ProduceResult(BatchSummary.of(entry, duplicate, attempts), entry, placements, partitions, shift, now)
+    return ProduceResult.landed(entry, duplicate, attempts, placements, partitions, planned.rr_start, now)
 
 
 def produce_arrow(topic: Topic, data: Any, *, batch_id: str | None = None, now_ms: int | None = None,
@@ -131,8 +136,9 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], *, batch_id: str | 
     """Append ``ProducerRecord`` objects as one atomic batch (errors name ``line_numbers[i]`` when given)."""
     rows = RowNumbers(lines=np.asarray(line_numbers, np.int64), unit="line") if line_numbers is not None \
         else RowNumbers(unit="line")
-    chunk = [(normalise(records_to_batch(records), rows), rows)] if records else []
-    return produce_stream(topic, chunk, batch_id=batch_id, now_ms=now_ms, max_attempts=max_attempts).materialise()
+    # normalised as the one chunk of the stream, like every other input (after the batch's start)
+    chunks = ((normalise(records_to_batch(records), rows), rows) for _ in range(1 if records else 0))
+    return produce_stream(topic, chunks, batch_id=batch_id, now_ms=now_ms, max_attempts=max_attempts).materialise()
 
 
 def assign_partitions(records: Sequence[ProducerRecord], partitions: int, rr_start: int) -> list[int]:

@@ -1,15 +1,17 @@
-"""Where a batch starts, and batch-id replay, in one place for every front end (SEMANTICS section 1).
+"""Where a batch starts, and whether it is a replay: the first step of every produce (SEMANTICS section 1).
 
 A produce reads the topic once, here (``start``): its settings, ``N_p`` and the batch-id record of that one
 metadata version. A batch whose id the record holds within ``producer.id.expiration.ms`` is a **replay**: it
-appends nothing, and its records get the offsets the original batch gave them, provided it places as many
-records in each partition (``check_replay``; otherwise ``BatchIdConflictError``). A batch id also fixes where
-keyless records start (``round_robin_start``), so a re-sent batch places them exactly as the original did.
+writes and appends nothing, and its records get the offsets the original batch gave them, provided it places as
+many records in each partition (checked when its result is made: ``producing.produced``; otherwise
+``BatchIdConflictError``). A batch id also fixes where keyless records start (``round_robin_start``), so a
+re-sent batch places them exactly as the original did.
 
-The id is looked up once per produce, against the version the batch is planned on. The commit looks it up
+The id is looked up once per produce, here, against the version the batch is planned on. The commit looks it up
 again only when it commits against a newer version than that (``producing.commit``: after a lost race, or
 after re-reading a topic that staging left stale), since another sender of the same id may have committed in
-between; a commit against the planned version is conditional on it, so it cannot pass such a commit by.
+between; a commit against the planned version is conditional on it, so it cannot pass such a commit by. Both
+look-ups are the batch-id record's (``batch_ids.committed_batch``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ import numpy as np
 from pyiceberg.table import Table
 
 from compactor.errors import InputError, InvalidRecordError
-from compactor.producing.batch_ids import BatchEntry, BatchIdRecord
-from compactor.producing.placements import Placements, same_batch
+from compactor.producing.batch_ids import BatchEntry, committed_batch
 from compactor.topics.partitioner import murmur2
 from compactor.topics.settings import TopicSettings
 from compactor.topics.topic import Topic
@@ -41,11 +42,6 @@ def round_robin_start(batch_id: str | None, next_offsets: Sequence[int], partiti
     if batch_id is not None:
         return (murmur2(batch_id.encode("utf-8")) & 0x7FFFFFFF) % partitions
     return int(sum(next_offsets)) % partitions
-
-
-def find_committed(table: Table, batch_id: str, now_ms: int, window_ms: int) -> BatchEntry | None:
-    """The batch committed under ``batch_id`` within the window, as of ``table``'s metadata version."""
-    return BatchIdRecord.of(table.metadata.properties).find(table, batch_id, now_ms, window_ms)
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ def start(topic: Topic, batch_id: str | None, now_ms: int, *, fresh_id: bool = F
         raise refused_without_offsets(topic)
     replaying = None
     if batch_id is not None and not fresh_id:
-        replaying = find_committed(table, batch_id, now_ms, settings.producer_id_expiration_ms)
+        replaying = committed_batch(table, batch_id, now_ms, settings.producer_id_expiration_ms)
     rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, state.partitions)
     return BatchStart(table, settings, np.asarray(state.next_offsets, np.int64), replaying, rr_start, state.gapped)
 
@@ -89,19 +85,5 @@ def refused_without_offsets(topic: Topic) -> InputError:
                       "that carry their offsets (produce --keep-offsets, keep_offsets=True). Nothing was written")
 
 
-def replay(entry: BatchEntry, placements: Placements, partitions: int, rr_start: int) -> int:
-    """Check that a re-sent batch, whose rows are ``placements`` planned from ``rr_start``, is the batch
-    committed as ``entry``; returns the round-robin shift that maps its keyless rows onto the original's."""
-    shift = entry.rr_start - rr_start
-    check_replay(entry, placements.counts(partitions, shift))
-    return shift
-
-
-def check_replay(entry: BatchEntry, counts: np.ndarray) -> None:
-    """A re-sent batch must put as many records in each partition (``counts``) as the batch committed as
-    ``entry`` did (else ``BatchIdConflictError``)."""
-    same_batch(counts, entry.arrays(len(counts))[1])
-
-
-__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "check_replay", "find_committed",
-           "refused_without_offsets", "replay", "round_robin_start", "start"]
+__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "refused_without_offsets", "round_robin_start",
+           "start"]

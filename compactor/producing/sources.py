@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compactor.errors import InputError
-from compactor.producing.columns import Chunk, RowNumbers, numbered_chunks
+from compactor.producing.arrow_input import Chunk, RowNumbers, numbered_chunks
 from compactor.producing.jsonl import read_jsonl
 
 FORMATS = ("jsonl", "parquet", "arrow")

@@ -1,7 +1,7 @@
 """The files of a DataFrame batch, written by Spark's tasks straight into the topic's data directory.
 
 Each Spark task numbers its rows per topic partition as they stream by, from the first offsets of its (Spark
-partition, topic partition) cells (``spark_columns.task_offset``: no shuffle, no sort, an array index per row).
+partition, topic partition) cells (``spark.udf.task_offset``: no shuffle, no sort, an array index per row).
 The compiled ``compactor.udf.TopicFiles`` then writes, per topic partition a task holds, one Parquet file through
 Iceberg's own Parquet writer (the topic's schema and field ids, its write properties and metrics settings),
 routing each row by its partition column: no partition key and no writer lookup per row, as Iceberg's partitioned
@@ -22,23 +22,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
-from pyiceberg.typedef import Record
 
 from compactor import schema as ts
 from compactor.errors import InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.manifests import topic_data_file
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
-from compactor.producing.spark_columns import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.producing.spark_stage import Counts, bad_row
+from compactor.spark.udf import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic
 from compactor.workers import pool
@@ -74,20 +69,19 @@ class SparkFiles:
         self.sizes = np.zeros(len(counted.counts), np.int64)
         self.now_ms = now_ms
         self.max_message_bytes = max_message_bytes
-        self._base: np.ndarray | None = None
-        self._files: list[DataFile] = []
-
-    def staged_base(self) -> np.ndarray:
-        return self._base if self._base is not None else np.full(len(self.counts), -1, np.int64)
+        self.base = np.full(len(counted.counts), -1, np.int64)  # the base offsets of ``data_files`` (-1: none yet)
+        self.data_files: list[DataFile] = []
 
     def files_for(self, table: Table, base: np.ndarray) -> list[DataFile]:
+        """The batch's files with offsets starting at ``base[p]``: written by Spark's tasks (again, if they were
+        written for other base offsets)."""
         touched = np.nonzero(self.counts)[0]
-        if self._base is not None and np.array_equal(self._base[touched], base[touched]):
-            return self._files
+        if np.array_equal(self.base[touched], base[touched]):
+            return self.data_files
         self.discard()
-        self._files = self._write(table, base)
-        self._base = base.copy()
-        return self._files
+        self.data_files = self._write(table, base)
+        self.base = base.copy()
+        return self.data_files
 
     def rows(self, base: np.ndarray) -> DataFrame:
         """The batch's rows as the topic's columns, with offsets from ``base`` (in each task's row order), then
@@ -140,13 +134,12 @@ class SparkFiles:
 
     def _jvm_name(self) -> str:
         """The topic's table as the session's Iceberg catalog names it."""
-        parts = (self.lake.config.catalog_name, *self.topic.name.namespace, self.topic.name.topic)
-        return ".".join(f"`{part}`" for part in parts)
+        return self.topic.name.spark_identifier(self.lake.config.catalog_name)
 
     def discard(self) -> None:
-        delete_uncommitted(self.topic.table.io, [f.file_path for f in self._files])
-        self._files = []
-        self._base = None
+        delete_uncommitted(self.topic.table.io, [f.file_path for f in self.data_files])
+        self.data_files = []
+        self.base = np.full(len(self.counts), -1, np.int64)
 
 
 def _parse(line: str) -> tuple[str, int, int, int, int]:
@@ -160,15 +153,7 @@ def _data_file(table: Table, path: str, partition: int, rows: int, size: int) ->
         metadata = pq.read_metadata(stream)
     if metadata.num_rows != rows:
         raise InputError(f"the new data file {path} holds {metadata.num_rows} rows, its writer wrote {rows}")
-    statistics = data_file_statistics_from_parquet_metadata(
-        parquet_metadata=metadata,
-        stats_columns=compute_statistics_plan(ts.TOPIC_SCHEMA, table.metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(ts.TOPIC_SCHEMA),
-    )
-    return DataFile.from_args(
-        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET, partition=Record(partition),
-        file_size_in_bytes=size, sort_order_id=None, spec_id=table.metadata.default_spec_id, equality_ids=None,
-        key_metadata=None, **statistics.to_serialized_dict())
+    return topic_data_file(table, path, partition, size, metadata)
 
 
 def check_files(files: list[DataFile], base: np.ndarray, counts: np.ndarray, table: Table) -> None:

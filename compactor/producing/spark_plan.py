@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from compactor.spark.internals import java_frame
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -33,7 +35,7 @@ def placement_ignores_projection(df: DataFrame) -> bool:
     """True if ``df``'s optimised plan is only scans, projections, filters and unions of deterministic
     expressions (see the module docstring): a query reading some of its columns sees the same rows in the same
     Spark partitions, in the same order, as one reading all of them."""
-    plan: Any = df._jdf.queryExecution().optimizedPlan()
+    plan: Any = java_frame(df).queryExecution().optimizedPlan()
     pending = [plan]
     while pending:
         node = pending.pop()

@@ -1,12 +1,12 @@
 """Producer input, checked: the record rules (``topics.record_rules``) on whole columns of a normalised batch
-(``producing.columns``), plus a mirror batch's own rule; the first bad row fails the batch."""
+(``producing.arrow_input``), plus a mirror batch's own rule; the first bad row fails the batch."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from compactor.producing.columns import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP_MS, VALUE, RowNumbers
+from compactor.producing.arrow_input import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP_MS, VALUE, RowNumbers
 from compactor.topics.record_rules import column_problems, record_sizes
 
 

@@ -196,7 +196,7 @@ def expire_table(catalog: Catalog, config: LakeConfig, table: Table, *, now_ms: 
             table = catalog.load_table(table.name())
             live = {_normalise(k) for k in reachable_files(table, [s.snapshot_id for s in table.metadata.snapshots])}
             doomed = {k: v for k, v in freed.items() if _normalise(k) not in live}
-            delete_files(config, doomed)
+            delete_files(config, doomed, table.io)
         result.deleted_files, result.deleted_bytes = len(doomed), sum(doomed.values())
         break
     else:
@@ -222,7 +222,7 @@ def remove_orphans(config: LakeConfig, table: Table, min_age_ms: int, *,
         cutoff = min(cutoff, before_ms - 1000)  # file times have a second's resolution on some stores
     orphans: dict[str, int] = {}
     with translate_storage_errors(f"listing the files of {table.name()}"):
-        for stored in list_files(config, metadata.location.rstrip("/") + "/"):
+        for stored in list_files(config, metadata.location.rstrip("/") + "/", table.io):
             name = _normalise(stored.location)
             if name in live or name.endswith(".json"):  # metadata versions are Iceberg's to remove
                 continue
@@ -231,5 +231,5 @@ def remove_orphans(config: LakeConfig, table: Table, min_age_ms: int, *,
             orphans[stored.location] = stored.size
     if orphans:
         with translate_storage_errors(f"deleting orphan files of {table.name()}"):
-            delete_files(config, orphans)
+            delete_files(config, orphans, table.io)
     return len(orphans), sum(orphans.values())

@@ -31,9 +31,10 @@ from compactor import failpoints
 from compactor import properties as props
 from compactor.clock import resolve_now_ms, wall_clock_ms
 from compactor.compaction.horizons import RawSnapshotView
-from compactor.compaction.lease import live_runs, run_id_of
+from compactor.compaction.lease import is_stale, live_runs
 from compactor.compaction.scratch import drop_stale_scratch
-from compactor.cursor import STAGE_PREFIX, TAG_PREFIX, CompactedState, Cursor, load_compacted, retained_cursors
+from compactor.compaction.staging import stage_mark
+from compactor.cursor import CompactedState, Cursor, load_compacted, retained_cursors, tagged_cursor
 from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import send_transaction
@@ -108,7 +109,8 @@ class RetentionPass:
         result.expiry = expiry
         result.dropped_run_tables = (drop_stale_scratch(
             self.lake.catalog, self.lake.config, self.name, self.now, settings.orphan_min_age_ms,
-            view_location=state.table.metadata.location, dry_run=self.dry_run) if state is not None else [])
+            view_location=state.table.metadata.location, dry_run=self.dry_run, view_io=state.table.io)
+            if state is not None else [])
         result.dropped_staging_tables = drop_stale_staging(self.lake.catalog, self.lake.config, self.name,
                                                            self.now, settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
@@ -118,9 +120,9 @@ class RetentionPass:
         self.progress.summary(
             f"{'would remove' if self.dry_run else 'removed'} {result.removed_records} records in "
             f"{result.removed_files} raw files, expired {result.expired_snapshots} snapshots, "
-            f"deleted {result.deleted_files} files", removed_records=result.removed_records,
-            removed_files=result.removed_files, removed_bytes=result.removed_bytes,
-            expired_snapshots=result.expired_snapshots)
+            f"deleted {result.deleted_files} files", metric="retention", dry_run=self.dry_run,
+            removed_records=result.removed_records, removed_files=result.removed_files,
+            removed_bytes=result.removed_bytes, expired_snapshots=result.expired_snapshots)
         return result
 
     # --- 1. raw prefix removal ------------------------------------------------------------------------
@@ -181,7 +183,7 @@ class RetentionPass:
         if self.dry_run:
             return CompactedTrim(applies=True, trim_before_ms=limit, reason="dry run: compacted rows older than "
                                  "retention.ms may exist (a run would remove them)")
-        from compactor.compaction.job import TwoPhaseCompactor
+        from compactor.compaction.job import TwoPhaseCompactor  # imports pyspark: only a trim needs it
 
         outcome = TwoPhaseCompactor(self.lake, self.name, now_ms=self.now, trim_before_ms=limit).run()
         return CompactedTrim(applies=True, committed=outcome.committed, trim_before_ms=limit,
@@ -211,7 +213,7 @@ class RetentionPass:
         with translate_storage_errors(f"dropping the compacted view of {self.name}"):
             with contextlib.suppress(NoSuchTableError):
                 self.lake.catalog.drop_table(self.name.compacted_identifier)
-            files = delete_prefix(self.lake.config, location)
+            files = delete_prefix(self.lake.config, location, state.table.io)
         topic.set_internal_properties({}, [props.COMPACT_OFF_SINCE_PROPERTY, props.CURSOR_MIRROR_PROPERTY])
         return PolicyOff(applies=True, dropped=True, policy_off_since_ms=since, deleted_files=files)
 
@@ -233,22 +235,17 @@ class RetentionPass:
         # before it creates its branch, so every branch read has a lease to be found), and files written after
         # this reading are spared too (a run that starts later)
         listed_ms = wall_clock_ms()
-        live = live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run)
+        live = live_runs(self.lake.config, state.table.metadata.location, delete_lapsed=not self.dry_run,
+                         io=state.table.io)
         spare_files_from = min(live.earliest_start_ms or listed_ms, listed_ms)
         retained = retained_cursors(state, self.now, settings.cursor_retain_ms) if state.cursor else []
         keep = {c.snapshot_id for c in retained}
         stale: list[str] = []
         for ref in state.table.metadata.refs:
-            if ref.startswith(TAG_PREFIX):
-                try:
-                    if int(ref[len(TAG_PREFIX):]) not in keep:
-                        stale.append(ref)
-                except ValueError:
-                    continue
-            elif ref.startswith(STAGE_PREFIX) and run_id_of(ref, STAGE_PREFIX, "-") not in live.run_ids:
-                started = _stage_clock(ref)
-                if started is not None and started + settings.orphan_min_age_ms < self.now:
-                    stale.append(ref)
+            tagged = tagged_cursor(ref)
+            if (tagged is not None and tagged not in keep) or is_stale(stage_mark(ref), live, self.now,
+                                                                         settings.orphan_min_age_ms):
+                stale.append(ref)
         return expire_table(self.lake.catalog, self.lake.config, state.table, now_ms=self.now,
                             max_age_ms=settings.expire_max_snapshot_age_ms,
                             min_keep=settings.expire_min_snapshots_to_keep, lease_ms=settings.cursor_retain_ms,
@@ -262,12 +259,6 @@ def _clock_property(text: str, name: TopicName) -> int:
         raise TopicCorruptError(f"{name}: table property {props.COMPACT_OFF_SINCE_PROPERTY} is not a clock "
                                 f"(milliseconds): {text[:40]!r}; unset it to start the policy-off lease again")
     return int(text)
-
-
-def _stage_clock(ref: str) -> int | None:
-    """The run clock a staging branch's name records (``compactor-run-<now>-<id>``)."""
-    text = ref[len(STAGE_PREFIX):].split("-", 1)[0]
-    return int(text) if text.isdigit() else None
 
 
 def raw_message(removed: bool, dry_run: bool) -> str:

@@ -17,6 +17,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from compactor.spark import internals
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -28,13 +30,11 @@ def active_session(spark: SparkSession) -> Iterator[SparkSession]:
     """Make ``spark`` the active session of this thread (JVM and PySpark) inside the block, then restore the
     previous one (or none). The JVM keeps one active session per thread; PySpark pins each Python thread to
     one JVM thread, so set and restore happen on the same thread."""
-    from pyspark.sql import SparkSession as PySparkSession
-
-    jvm_sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession  # type: ignore[union-attr]
+    jvm_sessions = internals.jvm(spark).org.apache.spark.sql.SparkSession
     previous = jvm_sessions.getActiveSession()
-    previous_py = PySparkSession._activeSession
-    jvm_sessions.setActiveSession(spark._jsparkSession)
-    PySparkSession._activeSession = spark
+    previous_py = internals.python_active_session()
+    jvm_sessions.setActiveSession(internals.java_session(spark))
+    internals.set_python_active_session(spark)
     try:
         yield spark
     finally:
@@ -42,7 +42,7 @@ def active_session(spark: SparkSession) -> Iterator[SparkSession]:
             jvm_sessions.setActiveSession(previous.get())
         else:
             jvm_sessions.clearActiveSession()
-        PySparkSession._activeSession = previous_py
+        internals.set_python_active_session(previous_py)
 
 
 def call_active(spark: SparkSession, fn: Callable[..., T], *args: Any) -> T:

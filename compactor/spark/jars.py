@@ -16,11 +16,13 @@ from compactor.errors import MissingJarsError
 # (tests/spark/test_jars.py keeps the two in step).
 SPARK_SET = "spark"
 S3_SET = "s3"
+ICEBERG_AWS_SET = "aws"
 ICEBERG_RUNTIME = "iceberg-spark-runtime-3.5_2.12-1.10.1.jar"
 SQLITE_JDBC = "sqlite-jdbc-3.50.3.0.jar"
 POSTGRES_JDBC = "postgresql-42.7.7.jar"
 SPARK_JARS = (ICEBERG_RUNTIME, SQLITE_JDBC, POSTGRES_JDBC)
 S3A_JARS = ("hadoop-aws-3.3.4.jar", "aws-java-sdk-bundle-1.12.262.jar", "wildfly-openssl-1.0.7.Final.jar")
+ICEBERG_AWS_JARS = ("iceberg-aws-bundle-1.10.1.jar",)  # Iceberg's S3FileIO: a REST catalog's vended credentials
 UDF_JAR = "compactor-udf.jar"
 UDF_SOURCES = Path(__file__).resolve().parent / "java"
 SOURCE_HASH_ATTRIBUTE = "Compactor-Source-SHA256"
@@ -32,9 +34,17 @@ def jars_dir() -> Path:
     return Path(override) if override else Path(sys.prefix) / "share" / "compactor" / "jars"
 
 
-def required_jars(*, s3: bool, directory: Path | None = None, check: bool = True) -> list[str]:
+def s3_jars_installed(directory: Path | None = None) -> bool:
+    """Whether ``infra/setup.sh --s3`` installed the S3 jars (S3A, and Iceberg's AWS bundle)."""
+    base = directory or jars_dir()
+    return all((base / S3_SET / name).exists() for name in S3A_JARS) and all(
+        (base / ICEBERG_AWS_SET / name).exists() for name in ICEBERG_AWS_JARS)
+
+
+def required_jars(*, s3: bool, directory: Path | None = None, check: bool = True, rest: bool = False) -> list[str]:
     """Absolute paths of every jar a session needs: Iceberg's runtime, the project's functions, for S3 the S3A
-    jars, and the SQL catalogs' JDBC drivers (SQLite and PostgreSQL; ``COMPACTOR_JDBC_JAR`` names another).
+    jars (and on a REST catalog Iceberg's AWS bundle, for the credentials it vends), and the SQL catalogs' JDBC
+    drivers (SQLite and PostgreSQL; ``COMPACTOR_JDBC_JAR`` names another).
 
     ``check`` (a local session) raises a clear error naming what is missing; a ``spark-submit`` command is
     built with ``check=False`` and the jar directory of the machine that will submit it.
@@ -45,6 +55,8 @@ def required_jars(*, s3: bool, directory: Path | None = None, check: bool = True
     wanted = [base / SPARK_SET / ICEBERG_RUNTIME, base / UDF_JAR]
     if s3:
         wanted += [base / S3_SET / name for name in S3A_JARS]
+        if rest:
+            wanted += [base / ICEBERG_AWS_SET / name for name in ICEBERG_AWS_JARS]
     wanted += drivers
     missing = [str(p) for p in wanted if not p.exists()]
     if check and missing:

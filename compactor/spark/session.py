@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
-from compactor.spark.catalog import catalog_settings, register_catalog
+from compactor.spark.catalog import catalog_settings, register_catalog, uses_s3
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options, spark_log_level
 from compactor.spark.network import driver_address
@@ -123,7 +123,7 @@ def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = 
             if key not in existing:
                 builder = builder.config(key, value)
     try:
-        jars = required_jars(s3=config.is_s3)
+        jars = required_jars(s3=uses_s3(config), rest=config.is_rest)
     except Exception:
         if not under_submit:
             raise

@@ -55,7 +55,13 @@ class TopicName:
         parts = [catalog, *self.namespace, self.topic + (COMPACTED_SUFFIX if compacted else "")]
         if branch is not None:
             parts.append(f"branch_{branch}")
-        return ".".join(f"`{p}`" for p in parts)
+        return spark_quoted(*parts)
 
     def __str__(self) -> str:
         return self.identifier
+
+
+def spark_quoted(*parts: str) -> str:
+    """The Spark SQL identifier of ``parts`` (catalog, namespace levels, table...), each part back-quoted (a
+    back-quote inside a part doubled), so that names with dots or dashes stay single parts."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)

@@ -11,7 +11,7 @@
 
 So every strategy orders a key's records by ``(has value, value, offset)``: the *rank* of a record. Tombstones
 rank like any record. This module is pure Python (the settings, the readers and the reference tests use it);
-the Spark form of the same rules is ``compaction.ranking``.
+the Spark form of the same rules is ``compaction.phase1.ranking``.
 """
 
 from __future__ import annotations

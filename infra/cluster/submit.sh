@@ -16,7 +16,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 : "${SPARK_MASTER:?set SPARK_MASTER, e.g. spark://spark-master:7077}"
-: "${COMPACTOR_WAREHOUSE:?set COMPACTOR_WAREHOUSE, e.g. s3://lake/warehouse}"
+case "${COMPACTOR_CATALOG_URI:-}" in
+  http://*|https://*) ;;  # an Iceberg REST catalog places its tables itself; COMPACTOR_WAREHOUSE is optional
+  *) : "${COMPACTOR_WAREHOUSE:?set COMPACTOR_WAREHOUSE, e.g. s3://lake/warehouse}" ;;
+esac
 confs=()
 while [ $# -gt 0 ] && [ "$1" = "--conf" ]; do
   [ $# -ge 2 ] || { echo "submit.sh: --conf needs KEY=VALUE" >&2; exit 2; }

@@ -149,7 +149,7 @@ def test_progress_lines_follow_the_current_stderr(tmp_path: Path, capsys: pytest
 
     first = io.StringIO()
     monkeypatch.setattr(sys, "stderr", first)
-    assert main(["--warehouse", str(tmp_path / "wh"), "topic", "list"]) == 0
+    assert main(["--warehouse", str(tmp_path / "wh"), "topic", "create", "a.t"]) == 0
     first.close()
     second = io.StringIO()
     monkeypatch.setattr(sys, "stderr", second)
@@ -162,7 +162,7 @@ def test_unexpected_java_errors_name_the_java_exception(tmp_path: Path, capsys: 
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A Py4J failure's first line says only "An error occurred while calling o59.sql."; the CLI names the
     Java exception from the next line instead."""
-    from compactor.cli import topic as commands
+    from compactor.cli import topic_verbs as commands
 
     class Py4JJavaError(Exception):
         pass
@@ -190,8 +190,10 @@ def test_compact_refuses_a_topic_whose_policy_lacks_compact(tmp_path: Path,
 
 
 def test_compact_unknown_topic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, tmp_path / "wh", "topic", "create", "a.t")[0] == 0
     code, _, err = run(capsys, tmp_path / "wh", "compact", "a.nope")
-    assert code == 1 and "unknown topic" in err
+    assert code == 1 and "unknown topic 'a.nope'" in err
+    assert f"{tmp_path / 'wh'}" in err and "catalog 'lake'" in err  # where it looked
 
 
 def test_submit_module_is_the_command_line(tmp_path: Path) -> None:

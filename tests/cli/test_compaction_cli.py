@@ -46,8 +46,21 @@ def test_compact_prints_the_cursor_as_json(cli: Any, lake: Lake) -> None:
     assert {"records_read", "records_kept", "records_removed", "tombstones_kept", "tombstones_dropped",
             "bytes_read", "bytes_written", "duration_ms"} <= set(result["stats"])
     assert "summary" in err  # the progress log ends with a summary line
-    code, out, _ = cli("compact", "a.t", "--now-ms", "6000")
+    assert metric_lines(err) == [{"event": "compaction", "topic": "a.t", "committed": True,
+                                  "dirty_ratio": 1.0, **{k: result["stats"][k] for k in METRIC_FIELDS}}]
+    code, out, err = cli("compact", "a.t", "--now-ms", "6000")
     assert code == 0 and json.loads(out)["committed"] is False
+    assert [(line["committed"], line["records_read"]) for line in metric_lines(err)] == [(False, 0)]
+
+
+METRIC_FIELDS = ("records_read", "records_kept", "records_removed", "tombstones_kept", "tombstones_dropped",
+                 "bytes_read", "bytes_written", "duration_ms")
+
+
+def metric_lines(err: str) -> list[dict[str, Any]]:
+    """The ``compactor.metrics`` lines of a command's standard error, as JSON."""
+    marker = " compactor.metrics: "
+    return [json.loads(line.split(marker, 1)[1]) for line in err.splitlines() if marker in line]
 
 
 @pytest.mark.slow  # two runs for the progress events; compact's output stays in the loop (above)

@@ -37,6 +37,7 @@ def test_run_returns_mains_status_and_freezes_what_is_alive(lake: Lake, capsys: 
 
     monkeypatch.setattr(cli_main, "keep_freed_memory", keep_freed_memory)
     args = ["--warehouse", lake.config.warehouse, "topic", "list"]
+    assert main([*args[:2], "topic", "create", "x.y"]) == 0  # a lake to list (under the command line's catalog name)
     assert gc.get_freeze_count() == 0
     try:
         assert main(args) == 0 and gc.get_freeze_count() == 0 and not tuned  # in-process callers: unchanged

@@ -20,13 +20,13 @@ import pytest
 
 from bench.processes import peak_rss_kib as bench_peak_rss_kib
 from compactor import failpoints
-from compactor.cli import records as cli_records
+from compactor.cli import produce_read as cli_records
 from compactor.cli.main import main
 from compactor.lake import Lake
 from compactor.producing import jsonl
+from compactor.producing.jsonl_exact import parse_lines
 from compactor.producing.producer import produce
 from compactor.retention.expiry import remove_orphans
-from compactor.topics.records import parse_lines
 from tests.helpers import topic_rows as rows
 
 T0 = 1_800_000_000_000

@@ -39,6 +39,23 @@ def test_submit_command_for_s3_and_postgres_never_contains_secrets() -> None:
     assert command[-7].endswith("compactor/cli/submit.py")
 
 
+def test_submit_command_for_a_rest_catalog_never_contains_its_secrets(tmp_path: Path) -> None:
+    headers = tmp_path / "rest.properties"
+    headers.write_text("header.X-Api-Key=key-secret\nscope=PRINCIPAL_ROLE:ALL\n")
+    headers.chmod(0o600)
+    env = {**S3_ENV, "COMPACTOR_REST_CREDENTIAL": "client:client-secret", "COMPACTOR_REST_WAREHOUSE": "prod",
+           "COMPACTOR_REST_PROPERTIES_FILE": str(headers)}
+    config = LakeConfig.resolve(catalog_uri="https://polaris.example/api/catalog", env=env)
+    command = submit_command(config, ["compact", "shop.orders"], master="spark://spark-master:7077", warehouse=None,
+                             catalog_uri="https://polaris.example/api/catalog")
+    text = " ".join(command)
+    assert "client-secret" not in text and "key-secret" not in text and "very-secret" not in text
+    assert "spark.sql.catalog.lake.type=rest" in command and "spark.sql.catalog.lake.warehouse=prod" in command
+    assert "spark.sql.catalog.lake.scope=PRINCIPAL_ROLE:ALL" in command
+    assert "--warehouse" not in command  # the catalog places the tables
+    assert command[-4:] == ["--catalog-uri", "https://polaris.example/api/catalog", "compact", "shop.orders"]
+
+
 def test_deploy_cli_requires_a_verb(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         deploy_main(["--master", "local", "--warehouse", "/tmp/w"])

@@ -121,27 +121,3 @@ def test_work_counts_narrow_view_rows_at_their_cost() -> None:
     assert estimate_work({0: 100}, {0: 400, 1: 40}, 3, rewrite=False) == [
         100 + execution.NARROW_VIEW_ROW * 400, execution.NARROW_VIEW_ROW * 40, 0]
     assert estimate_work({0: 100}, {0: 400}, 1, rewrite=True) == [500]
-
-
-def test_run_figures_add_up() -> None:
-    """docs/compaction.md, "Statistics": records read + view rows before = records kept + records removed."""
-    before = ViewStats(rows=10, tombstones=2)
-    survivors = ViewStats(rows=7, tombstones=1)
-    appended = ViewStats(rows=5, tombstones=2)
-    stats = CompactionStats.of_run(before=before, survivors=survivors, appended=appended, records_read=9,
-                                   tombstones_read=3)
-    assert stats.records_kept == 12 and stats.rows_deleted_from_view == 3 and stats.rows_appended == 5
-    assert stats.records_read + stats.view_rows_before == stats.records_kept + stats.records_removed
-    assert stats.tombstones_read + stats.tombstones_before == stats.tombstones_kept + stats.tombstones_dropped
-    assert (stats.tombstones_kept, stats.tombstones_dropped) == (3, 2)
-
-
-def test_a_corrupt_log_start_bytes_property_is_a_clear_error() -> None:
-    from compactor import properties as props
-    from compactor.compaction.triggers import start_bytes
-    from compactor.errors import TopicCorruptError
-
-    assert start_bytes({}, 2) == [0, 0]
-    assert start_bytes({props.LOG_START_BYTES_PROPERTY: "[5, 7]"}, 2) == [5, 7]
-    with pytest.raises(TopicCorruptError, match="log-start-bytes"):
-        start_bytes({props.LOG_START_BYTES_PROPERTY: "{not json"}, 2)

@@ -16,6 +16,7 @@ from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord, Record
+from tests.backends import Backend, attach_spark
 from tests.helpers import compacted_rows, current_cursor, produce_both, view
 from tests.model import ModelSettings, TopicModel
 
@@ -86,6 +87,17 @@ def check_against_model(lake: Lake, name: str, model: TopicModel, seed: int, ste
 ])
 def test_rounds_match_the_reference_model(spark: SparkSession, lake: Lake, seed: int, partitions: int, keys: int,
                                           null_key: str, lag: int, strategy: str) -> None:
+    rounds_against_the_model(lake, seed, partitions, keys, null_key, lag, strategy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["rest"], indirect=True)
+def test_rounds_match_the_reference_model_on_a_rest_catalog(spark_session: SparkSession, backend: Backend) -> None:
+    rounds_against_the_model(attach_spark(backend.lake, spark_session), 12, 2, 500, "retain", 0, "timestamp")
+
+
+def rounds_against_the_model(lake: Lake, seed: int, partitions: int, keys: int, null_key: str, lag: int,
+                             strategy: str) -> None:
     # the offset cases keep their historical seeds; the others draw differently (version headers), so each
     # has a seed of its own, chosen so that at least 3 runs commit
     rng = random.Random(seed if strategy == "offset" else f"{seed}-{strategy}{'-5' if seed == 44 else ''}")
@@ -125,10 +137,12 @@ def test_rounds_match_the_reference_model(spark: SparkSession, lake: Lake, seed:
         check_against_model(lake, "r.t", model, seed, f"quiet run {step}")
 
 
-# the offset case stays in the pre-commit loop (SEMANTICS section 2's central property); the others when slow
+# the offset case stays in the pre-commit loop (SEMANTICS section 2's central property); the others when slow,
+# and so does the REST catalog's
+@pytest.mark.parametrize("backend", ["local", pytest.param("rest", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("strategy, seed", [("offset", 61), pytest.param("timestamp", 72, marks=pytest.mark.slow),
                                             pytest.param("header", 84, marks=pytest.mark.slow)])
-def test_incremental_equals_full(spark: SparkSession, lake: Lake, strategy: str, seed: int) -> None:
+def test_incremental_equals_full(spark_session: SparkSession, backend: Backend, strategy: str, seed: int) -> None:
     """SEMANTICS section 2, "Incremental = full": a chain of incremental runs, and one full compaction of the
     same raw offsets at the last run's now and settings, each give exactly the reference model's rows (delete
     horizons included); and they differ only in tombstones: the full run keeps each latest tombstone (stamped
@@ -136,6 +150,7 @@ def test_incremental_equals_full(spark: SparkSession, lake: Lake, strategy: str,
     and ``header`` a record that ranks below a tombstone whose delete horizon passed before it arrived has
     nothing left to lose to, so the chain may keep it where the full run does not: those are the only other
     rows allowed to differ."""
+    lake = attach_spark(backend.lake, spark_session)
     rng = random.Random(seed)  # seeds whose chain keeps some tombstones and expires others (84: and under header
     # keeps a late low-ranked record that a full run's tombstone beats)
     retention = 3 * HOUR

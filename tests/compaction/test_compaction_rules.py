@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from compactor.compaction import phase1, phase2
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
 from compactor.lake import Lake
 from compactor.producing.producer import produce
@@ -208,49 +207,7 @@ def test_if_due_runs_when_due_by_max_compaction_lag(spark: SparkSession, lake: L
     assert TwoPhaseCompactor(lake, "c.t", now_ms=8001, if_due=True).run().committed
 
 
-# --- two phases: what is read, and nothing on the driver --------------------------------------------------
-
-
-def test_phase_one_reads_only_partition_key_offset(spark: SparkSession, lake: Lake) -> None:
-    make(lake, 2)
-    put(lake, rec(b"k", b"v"))
-    ident = lake.topic("c.t").name.spark_identifier(lake.config.catalog_name)
-    plan = phase1.latest_offsets(spark.read.format("iceberg").load(ident))._jdf.queryExecution() \
-        .executedPlan().toString()
-    scans = [line for line in plan.splitlines() if "BatchScan" in line]
-    assert scans and all("value" not in line and "headers" not in line and "timestamp" not in line
-                         for line in scans), plan
-
-
-@pytest.mark.slow  # a detail of phase 2; latest-wins stays in the loop
-def test_phase_two_keeps_exactly_the_winning_offsets_across_mask_words(spark: SparkSession) -> None:
-    """Offsets at and around the 64-offset word boundaries, words where nothing won, and keyless rows."""
-    import random
-
-    rng = random.Random(5)
-    rows = []
-    for partition in (0, 1):
-        for offset in range(300):
-            key = None if offset % 97 == 5 else b"k%d" % rng.randrange(40 if offset < 130 or offset >= 200 else 3)
-            rows.append((partition, offset, key, b"v"))
-    # offsets 130-199 of each partition reuse three keys, so most of words 2 and 3 lose to later offsets
-    latest: dict[tuple[int, bytes], int] = {}
-    for partition, offset, key, _ in rows:
-        if key is not None:
-            latest[(partition, key)] = offset
-    df = spark.createDataFrame(rows, "partition int, offset long, key binary, value binary") \
-        .selectExpr("*", "timestamp_millis(0) AS timestamp", "CAST(NULL AS array<struct<key:string,value:binary>>) "
-                    "AS headers")
-    for retain in (False, True):
-        masks = phase1.offset_masks(phase1.latest_offsets(df))
-        kept = phase2.new_view_rows(df, masks, retain_null_keys=retain, now_ms=1, delete_retention_ms=DAY)
-        got = [(r["partition"], r["offset"]) for r in kept.collect()]
-        want = sorted({(p, o) for (p, _), o in latest.items()}
-                      | ({(p, o) for p, o, k, _ in rows if k is None} if retain else set()))
-        assert sorted(got) == want, retain
-        for partition in (0, 1):  # written in offset order within each partition
-            offsets = [o for p, o in got if p == partition]
-            assert offsets == sorted(offsets)
+# --- what a run writes (each phase's own logic: tests/compaction/phase1/, tests/compaction/phase2/) ---------
 
 
 def test_cursor_summary_carries_horizons_snapshot_clock_settings_and_stats(spark: SparkSession, lake: Lake) -> None:

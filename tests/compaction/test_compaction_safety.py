@@ -19,7 +19,8 @@ from pyspark.sql import SparkSession
 from compactor import failpoints
 from compactor.compaction import lease
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
-from compactor.cursor import STAGE_PREFIX, TAG_PREFIX
+from compactor.compaction.staging import STAGE_PREFIX
+from compactor.cursor import TAG_PREFIX
 from compactor.errors import CursorCorruptError, CursorMovedError, InjectedFailureError
 from compactor.lake import Lake
 from compactor.topics.records import ProducerRecord

@@ -10,12 +10,15 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from compactor import properties as props
 from compactor.compaction.horizons import bytes_at, compute_horizons, min_timestamp_ms, range_bytes
-from compactor.compaction.triggers import assess, decide
+from compactor.compaction.triggers import assess, decide, start_bytes
 from compactor.cursor import CompactionStats, Cursor, ViewStats
+from compactor.errors import TopicCorruptError
 from compactor.topics.records import Record
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
@@ -194,3 +197,10 @@ def test_range_figures_are_those_of_the_records_in_the_range(case: tuple[RawLog,
     assert range_bytes(log.raw, p, start, end) == sum(size(r) for r in inside)
     total = sum(size(r) for r in log.records[p])
     assert bytes_at(log.raw, p, start, log.next_offsets[p], total) == sum(size(r) for r in log.records[p][:start])
+
+
+def test_a_corrupt_log_start_bytes_property_is_a_clear_error() -> None:
+    assert start_bytes({}, 2) == [0, 0]
+    assert start_bytes({props.LOG_START_BYTES_PROPERTY: "[5, 7]"}, 2) == [5, 7]
+    with pytest.raises(TopicCorruptError, match="log-start-bytes"):
+        start_bytes({props.LOG_START_BYTES_PROPERTY: "{not json"}, 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import time
@@ -20,8 +21,11 @@ from compactor import failpoints
 from compactor.cli.main import main
 from compactor.compaction import lease
 from compactor.compaction.job import compact_topic
+from compactor.compaction.scratch import scratch_identifier, scratch_mark
+from compactor.compaction.staging import stage_branch, stage_mark
 from compactor.lake import Lake
 from compactor.retention import RetentionResult, run_retention
+from compactor.topics.naming import TopicName
 from compactor.topics.records import ProducerRecord
 from tests.helpers import produce_both, view
 from tests.model import ModelSettings, TopicModel
@@ -103,26 +107,68 @@ def test_retention_from_another_process_during_a_run(spark: SparkSession, lake: 
     assert view(lake, "l.p") == model.compacted_view()
 
 
-def test_a_lease_is_renewed_while_the_run_lives_and_lapses_when_it_stops(lake: Lake, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+class Clock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def read_lease(location: str) -> dict[str, int]:
+    data: dict[str, int] = json.loads(Path(location.removeprefix("file://")).read_text())
+    return data
+
+
+def test_a_lease_is_renewed_while_the_run_lives_and_lapses_when_it_stops(lake: Lake, tmp_path: Path) -> None:
+    """The renewal thread's waits are driven by the test (no sleep): each released wait renews the lease at the
+    injected clock's time; a lease not renewed within ``LEASE_TTL_MS`` is not live; the released lease is gone."""
     location = (tmp_path / "view").as_uri()
-    holder = lease.RunLease(lake.config, location, "abc123", renew_interval_s=0.05)
+    clock = Clock(1_000_000)
+    waiting: queue.Queue[float] = queue.Queue()  # the renewal thread is waiting (its interval)
+    release: queue.Queue[bool] = queue.Queue()  # what its wait returns: False renews, True stops
+
+    def wait(interval_s: float) -> bool:
+        waiting.put(interval_s)
+        return release.get(timeout=60)
+
+    holder = lease.RunLease(lake.config, location, "abc123", renew_interval_s=15.0, clock=clock, wait=wait)
+    path = lease.lease_location(location, "abc123")
     with holder:
-        first = json.loads(Path(lease.lease_location(location, "abc123").removeprefix("file://")).read_text())
-        time.sleep(0.3)
-        second = json.loads(Path(lease.lease_location(location, "abc123").removeprefix("file://")).read_text())
-        assert second["renewed_ms"] > first["renewed_ms"] and second["started_ms"] == first["started_ms"]
-        assert lease.live_runs(lake.config, location) == lease.LiveRuns(frozenset({"abc123"}), first["started_ms"])
-        real_clock = lease.wall_clock_ms
-        monkeypatch.setattr(lease, "wall_clock_ms", lambda: real_clock() + lease.LEASE_TTL_MS + 1000)
-        assert lease.live_runs(lake.config, location).run_ids == frozenset()  # a lease not renewed in time
-        monkeypatch.undo()
-    assert lease.live_runs(lake.config, location).run_ids == frozenset()  # released: the file is gone
+        assert waiting.get(timeout=60) == 15.0  # written at the start, then waiting for the first renewal
+        first = read_lease(path)
+        assert first == {"run_id": "abc123", "started_ms": 1_000_000, "renewed_ms": 1_000_000}
+        clock.now_ms += 15_000
+        release.put(False)
+        waiting.get(timeout=60)  # renewed, and waiting again
+        second = read_lease(path)
+        assert second["renewed_ms"] == 1_015_000 and second["started_ms"] == first["started_ms"]
+        assert lease.live_runs(lake.config, location, now_ms=clock.now_ms) == lease.LiveRuns(
+            frozenset({"abc123"}), 1_000_000)
+        lapsed_at = second["renewed_ms"] + lease.LEASE_TTL_MS
+        assert lease.live_runs(lake.config, location, now_ms=lapsed_at - 1).run_ids == frozenset({"abc123"})
+        assert lease.live_runs(lake.config, location, now_ms=lapsed_at).run_ids == frozenset()  # not renewed
+        release.put(True)  # the run ends: the thread stops
+    assert lease.live_runs(lake.config, location, now_ms=clock.now_ms).run_ids == frozenset()  # released: gone
     assert not list((tmp_path / "view" / lease.LEASES_DIR).iterdir())
 
 
-def test_run_ids_are_read_from_the_names_runs_give_their_leftovers() -> None:
-    assert lease.run_id_of("s.t__compacted__run_4000_0123456789ab", "__compacted__run_", "_") == "0123456789ab"
-    assert lease.run_id_of("compactor-run-4000-0123456789ab", "compactor-run-", "-") == "0123456789ab"
-    assert lease.run_id_of("compactor-run-x-1", "compactor-run-", "-") is None
-    assert lease.run_id_of("main", "compactor-run-", "-") is None
+def test_run_marks_are_read_from_the_names_runs_give_their_leftovers() -> None:
+    name = TopicName.parse("s.t")
+    assert scratch_identifier(name, 4000, "0123456789ab") == "s.t__compacted__run_4000_0123456789ab"
+    assert scratch_mark("s.t__compacted__run_4000_0123456789ab") == lease.RunMark(4000, "0123456789ab")
+    assert stage_branch(4000, "0123456789ab") == "compactor-run-4000-0123456789ab"
+    assert stage_mark("compactor-run-4000-0123456789ab") == lease.RunMark(4000, "0123456789ab")
+    assert stage_mark("compactor-run-x-1") is None and stage_mark("main") is None
+    assert stage_mark("cursor-4000") is None and scratch_mark("s.t__compacted") is None
+
+
+def test_a_leftover_is_stale_once_its_run_is_dead_and_old_enough() -> None:
+    mark = lease.RunMark(4000, "r1")
+    live = lease.LiveRuns(frozenset({"r2"}), 3000)
+    assert lease.is_stale(mark, live, now_ms=5001, min_age_ms=1000)
+    assert not lease.is_stale(mark, live, now_ms=5000, min_age_ms=1000)  # not older than the minimum age
+    assert not lease.is_stale(lease.RunMark(4000, "r2"), live, now_ms=10**13, min_age_ms=0)  # a live run's
+    assert not lease.is_stale(None, live, now_ms=10**13, min_age_ms=0)  # not a run's leftover

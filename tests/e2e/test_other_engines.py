@@ -1,7 +1,8 @@
 """Other engines read the compacted view (docs/other-engines.md): ``topic describe`` names the
 compacted table and its metadata file; DuckDB (offline extensions loaded from file), pyiceberg and Spark SQL
 read it with the position deletes of an incremental run applied, and agree with the product's reader below the
-horizons; the view plus the raw rows at or above each horizon is the full compacted image."""
+horizons; the view plus the raw rows at or above each horizon is the full compacted image. On an Iceberg REST
+catalog the engines find the view through the catalog itself (DuckDB's ``ATTACH``, Spark SQL, pyiceberg)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from compactor.status import topic_status
 from compactor.topics.describe import describe_topic
 from compactor.topics.records import ProducerRecord, Record
 from readers.reader import TopicReader
+from tests.backends import Backend, attach_spark
 from tests.readme_blocks import extract
+from tests.servers import RestCatalog
 
 T0 = 1_767_225_600_000
 NAME = "shop.orders"  # the docs' examples name this topic
@@ -30,13 +33,16 @@ Row = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | 
 
 
 def duckdb_connection() -> Any:
-    """DuckDB with its Iceberg support loaded from the extension files the PyPI packages ship (no download)."""
+    """DuckDB with its Iceberg support loaded from the extension files the PyPI packages ship (no download; HTTP
+    for REST catalogs)."""
     import duckdb
     import duckdb_extension_avro
+    import duckdb_extension_httpfs
     import duckdb_extension_iceberg
 
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    for package, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
+    for package, name in ((duckdb_extension_httpfs, "httpfs"), (duckdb_extension_avro, "avro"),
+                          (duckdb_extension_iceberg, "iceberg")):
         path = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
         con.load_extension(str(path))
     return con
@@ -117,6 +123,41 @@ def test_other_engines_read_the_view_as_the_reader_does(spark: SparkSession, lak
     catalog = lake.config.catalog_name
     spark_rows = spark.sql(f"SELECT partition, offset FROM {catalog}.{NAME}__compacted").collect()
     assert sorted((r["partition"], r["offset"]) for r in spark_rows) == [(r[0], r[1]) for r in below]
+
+
+@pytest.mark.slow  # the engines read the view in the loop (above); the REST catalog's routes are in the loop
+@pytest.mark.spark
+@pytest.mark.parametrize("backend", ["rest"], indirect=True)
+def test_other_engines_find_the_view_through_a_rest_catalog(spark_session: SparkSession, backend: Backend,
+                                                            rest_catalog: RestCatalog) -> None:
+    from pyiceberg.catalog.rest import RestCatalog as Client
+
+    lake = attach_spark(backend.lake, spark_session)
+    seeded(lake)
+    horizons = {int(p): h for p, h in topic_status(lake, NAME, now_ms=T0 + 500).horizons.items()}
+    full = as_rows(list(TopicReader(lake, NAME, read_compacted=True, now_ms=T0 + 500).records()))
+    below = [r for r in full if r[1] < horizons[r[0]]]
+    assert len(below) == 40
+    warehouse = backend.env["COMPACTOR_REST_WAREHOUSE"]
+    name, value = rest_catalog.header
+
+    con = duckdb_connection()  # DuckDB: the catalog's warehouse attached, OAuth2 client credentials, the header
+    con.sql(f"CREATE SECRET headers (TYPE http, EXTRA_HTTP_HEADERS MAP {{'{name}': '{value}'}})")
+    con.sql(f"CREATE SECRET catalog (TYPE iceberg, CLIENT_ID '{rest_catalog.client_id}', CLIENT_SECRET "
+            f"'{rest_catalog.client_secret}', OAUTH2_SERVER_URI '{rest_catalog.uri}v1/oauth/tokens')")
+    con.sql(f"ATTACH '{warehouse}' AS lake (TYPE iceberg, SECRET catalog, ENDPOINT '{rest_catalog.uri.rstrip('/')}')")
+    columns = '"partition", "offset", "timestamp", "key", "value", "headers"'
+    assert duckdb_rows(con, f"SELECT {columns} FROM lake.shop.orders__compacted") == below
+
+    catalog = lake.config.catalog_name  # Spark SQL, through the session's REST catalog
+    spark_rows = spark_session.sql(f"SELECT partition, offset FROM {catalog}.{NAME}__compacted").collect()
+    assert sorted((r["partition"], r["offset"]) for r in spark_rows) == [(r[0], r[1]) for r in below]
+
+    client = Client("reader", uri=rest_catalog.uri, warehouse=warehouse, token=rest_catalog.read_token,
+                    **rest_catalog.client_properties)  # pyiceberg, with a token that may only read
+    arrow = client.load_table(f"{NAME}__compacted").scan().to_arrow()
+    assert sorted(zip(arrow["partition"].to_pylist(), arrow["offset"].to_pylist(), strict=True)) == [
+        (r[0], r[1]) for r in below]
 
 
 def readme_duckdb_block() -> str:

@@ -143,6 +143,8 @@ def test_two_members_racing_never_own_a_partition_together(lake: Lake) -> None:
     assert len(rows) == 4 and all(r.owner in (None, "m0", "m1", "m2") for r in rows)
 
 
+# groups live in a SQL catalog's database until the group store of their own (issue 29): not on a REST catalog yet
+@pytest.mark.parametrize("backend", ["local", "s3", "postgres"], indirect=True)
 def test_commit_and_fencing_on_each_catalog_backend(backend: Backend) -> None:
     lake = backend.lake
     lake.create_topic(T, partitions=2)

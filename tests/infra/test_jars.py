@@ -34,7 +34,8 @@ def test_the_session_jars_are_the_pinned_ones() -> None:
     lock = infra_jars().read_lock()
     assert {e.filename for e in lock["spark"]} == set(spark_jars.SPARK_JARS)
     assert {e.filename for e in lock["s3"]} == set(spark_jars.S3A_JARS)
-    assert set(lock) == {"spark", "s3", "kafka", "rest", "connect", "iceberg-sink"}
+    assert {e.filename for e in lock["aws"]} == set(spark_jars.ICEBERG_AWS_JARS)
+    assert set(lock) == {"spark", "s3", "aws", "kafka", "rest", "connect", "iceberg-sink"}
     for entries in lock.values():
         for entry in entries:
             assert len(entry.coordinate.split(":")) in (3, 4) and len(entry.sha256) == 64

@@ -50,18 +50,21 @@ def test_the_rest_catalog_serves_iceberg_on_loopback_only_and_checks_credentials
 
     assert rest_catalog.uri.startswith("http://127.0.0.1:")
     namespace = f"servers_{uuid.uuid4().hex[:8]}"
+    header = rest_catalog.client_properties
     client = Client("servers", uri=rest_catalog.uri,
-                    credential=f"{rest_catalog.client_id}:{rest_catalog.client_secret}")
+                    credential=f"{rest_catalog.client_id}:{rest_catalog.client_secret}", **header)
     client.create_namespace(namespace)
     table = client.create_table(f"{namespace}.t", schema=pa.schema([("a", pa.int64())]))
     table.append(pa.table({"a": [1, 2, 3]}))
     assert client.load_table(f"{namespace}.t").scan().to_arrow().num_rows == 3
     assert Path(table.metadata_location).is_relative_to(rest_catalog.warehouse)
     with pytest.raises(UnauthorizedError):
-        Client("servers", uri=rest_catalog.uri, token="not-the-token").list_namespaces()
+        Client("servers", uri=rest_catalog.uri, token="not-the-token", **header).list_namespaces()
     with pytest.raises((OAuthError, UnauthorizedError)):
-        Client("servers", uri=rest_catalog.uri, credential=f"{rest_catalog.client_id}:wrong")
-    reader = Client("servers", uri=rest_catalog.uri, token=rest_catalog.read_token)
+        Client("servers", uri=rest_catalog.uri, credential=f"{rest_catalog.client_id}:wrong", **header)
+    with pytest.raises(ForbiddenError):  # the header the server requires
+        Client("servers", uri=rest_catalog.uri, token=rest_catalog.token)
+    reader = Client("servers", uri=rest_catalog.uri, token=rest_catalog.read_token, **header)
     assert (namespace,) in reader.list_namespaces()
     with pytest.raises(ForbiddenError):
         reader.create_namespace(f"{namespace}_no")

@@ -90,10 +90,15 @@ def write_waves(broker: KafkaBroker, topic: str, rng: random.Random, count: int)
         in_transaction(producer, topic, wave(rng, 4, 8), commit=False)
 
 
-def roll(broker: KafkaBroker, topic: str, tag: str) -> None:
+def close_segments(broker: KafkaBroker, topic: str, tag: str) -> None:
     """Close every partition's segment: one record to each, under a key of its own (the active segments)."""
     time.sleep(ROLL_S)
     produce(broker, topic, [(p, f"{tag}-{p}".encode(), b"last", None) for p in range(2)])
+
+
+def roll(broker: KafkaBroker, topic: str, tag: str) -> None:
+    """Close every partition's segment and wait until Kafka's cleaner has cleaned them."""
+    close_segments(broker, topic, tag)
     wait_for(lambda: cleaned(broker, topic, 2), "Kafka's cleaner")
 
 
@@ -107,19 +112,21 @@ def compare(lake: Lake, broker: KafkaBroker, topic: str) -> dict[tuple[int, byte
 
 def test_compaction_keeps_what_kafkas_cleaner_keeps(lake: Lake, kafka_broker: KafkaBroker, spark: Any) -> None:
     rng = random.Random(3)
-    # The whole sequence is written while the policy is delete (Kafka accepts keyless records only then) and
-    # mirrored before any cleaning: the lake compacts the full history, Kafka's cleaner the same log
+    # The whole sequence is written while the policy is delete (Kafka accepts keyless records only then), its
+    # segments closed, and mirrored before any cleaning: the lake compacts the full history, Kafka's cleaner the
+    # same log, in ONE pass once the policy is compact (the first pass sets every tombstone's delete horizon; only
+    # a later pass past it may drop one, and none comes until more records close another segment)
     topic = create_topic(kafka_broker, partitions=2, config={**COMPACTED, "cleanup.policy": "delete"})
     produce(kafka_broker, topic, [(p, None, b"keyless", None) for p in range(2)] + wave(rng, 6, 8))
     write_waves(kafka_broker, topic, rng, 4)
+    close_segments(kafka_broker, topic, "first")
     mirror = Mirror(lake, kafka_broker.bootstrap, [topic], once=True, topic_config={"cleanup.policy": "compact"})
     mirror.run()
     name = f"kafka.{topic}"
     history = lake_view(lake, name, compacted=False)
     assert any(r[2] is None for r in history) and any(r[3] is None for r in history)
     set_config(kafka_broker, topic, **{"cleanup.policy": "compact"})
-    roll(kafka_broker, topic, "first")
-    Mirror(lake, kafka_broker.bootstrap, [topic], once=True).run()
+    wait_for(lambda: cleaned(kafka_broker, topic, 2), "Kafka's cleaner")
     assert len(consume_all(kafka_broker, topic, partitions=2)) < len(history), "Kafka's cleaner removed records"
 
     first = TwoPhaseCompactor(lake, name, now_ms=wall_clock_ms()).run()  # the lake copied compact, 1000 ms

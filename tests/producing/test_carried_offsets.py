@@ -17,7 +17,7 @@ from compactor import Producer, ProducerRecord, produce, produce_arrow, produce_
 from compactor.cli.main import main
 from compactor.errors import InputError, InvalidRecordError
 from compactor.lake import Lake
-from compactor.producing.columns import RowNumbers, normalise
+from compactor.producing.arrow_input import RowNumbers, normalise
 from compactor.producing.placements import Placements
 from compactor.producing.producer import produce_stream
 from compactor.properties import MIRROR_PROPERTY

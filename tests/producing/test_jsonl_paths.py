@@ -19,7 +19,7 @@ import pytest
 from compactor.cli.main import main
 from compactor.lake import Lake
 from compactor.producing import jsonl
-from tests.topics.test_records import BAD_RECORDS
+from tests.producing.test_jsonl_exact import BAD_RECORDS
 
 NEIGHBOURS = {
     "fast": b'{"key": "a", "value": "1"}\n{"key": "b", "value": "2"}\n',

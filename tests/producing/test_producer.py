@@ -13,8 +13,8 @@ from compactor import failpoints
 from compactor.config import LakeConfig
 from compactor.errors import AppendConflictError, BatchIdConflictError, InvalidRecordError
 from compactor.lake import Lake
+from compactor.producing.produced import ProduceResult
 from compactor.producing.producer import produce
-from compactor.producing.results import ProduceResult
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader

@@ -50,11 +50,18 @@ def test_spark_sees_pyiceberg_commits_without_restart(spark: SparkSession, lake:
 
 
 def test_spark_first_on_a_warehouse_that_does_not_exist_yet(spark_session: SparkSession, tmp_path: Path) -> None:
-    """``Lake(warehouse=new).spark()`` before any pyiceberg use: the warehouse and its catalog are created
-    first, so Spark's catalog opens (it once failed: SQLite cannot create a file in a missing directory)."""
+    """``Lake(warehouse=new).spark()`` before any pyiceberg use: opening never creates a lake, so it is a clear
+    error that creates nothing (not a JDBC failure, nor an empty SQLite file Spark made); once the lake is made
+    (``open(create=True)``, what ``create_topic`` does), Spark's catalog opens on it (it once failed: SQLite
+    cannot create a file in a missing directory)."""
+    from compactor.errors import LakeNotFoundError
     from tests.conftest import new_lake_config
 
     lake = Lake(new_lake_config(tmp_path / "not" / "yet"))
+    with pytest.raises(LakeNotFoundError):
+        lake.spark()
+    assert not (tmp_path / "not").exists()
+    lake.open(create=True)
     session = lake.spark()
     session.sql(f"CREATE NAMESPACE `{lake.config.catalog_name}`.fresh")
     assert lake.catalog.list_namespaces() == [("fresh",)]

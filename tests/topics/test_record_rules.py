@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compactor.clock import MAX_TIMESTAMP_MS
-from compactor.producing.columns import HEADERS_TYPE
+from compactor.producing.arrow_input import HEADERS_TYPE
 from compactor.topics.record_rules import (
     column_problems,
     record_problem,

@@ -27,8 +27,8 @@ from compactor.cli.common import add_now_ms, lake_of
 from compactor.errors import InputError, UsageError
 from compactor.lake import Lake
 from compactor.producing.placements import Placements
+from compactor.producing.produced import ProduceResult
 from compactor.producing.producer import produce_stream
-from compactor.producing.results import ProduceResult
 from compactor.producing.sources import FORMATS, read_source, split
 from compactor.progress import Progress
 from compactor.topics.records import write_jsonl

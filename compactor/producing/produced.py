@@ -8,7 +8,9 @@
 * ``RecordMetadata``: where one record sent by ``Producer.send`` landed.
 
 Internally a commit's outcome is the batch's ``BatchEntry`` (``producing.batch_ids``: snapshot, round-robin
-start, per-partition base and count), the same entry the batch-id record keeps.
+start, per-partition base and count), the same entry the batch-id record keeps. A replay's result is made here
+too, the last step of a produce: a re-sent batch must place as many records in each partition as the original
+(``check_replay``), and its records then get the original's offsets.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from compactor.producing.batch_ids import BatchEntry
-from compactor.producing.placements import Placements
+from compactor.producing.placements import Placements, same_batch
 from compactor.results import JsonResult
 
 
@@ -53,9 +55,35 @@ class BatchSummary(JsonResult):
                    {str(p): base for p, base, _ in entry.plan}, {str(p): count for p, _, count in entry.plan})
 
 
+def check_replay(entry: BatchEntry, counts: np.ndarray) -> None:
+    """A re-sent batch must put as many records in each partition (``counts``) as the batch committed as
+    ``entry`` did (else ``BatchIdConflictError``)."""
+    same_batch(counts, entry.arrays(len(counts))[1])
+
+
+def landed_summary(entry: BatchEntry, duplicate: bool, attempts: int, counts: np.ndarray) -> BatchSummary:
+    """The summary of a batch whose records per partition are ``counts``, landed as ``entry`` (a replay's is
+    checked against the original's first)."""
+    if duplicate:
+        check_replay(entry, counts)
+    return BatchSummary.of(entry, duplicate, attempts)
+
+
 class ProduceResult:
     """A batch's summary and where each of its records landed, resolved from its placements in input order
     (``resolve`` streams them; ``partitions`` / ``offset_array`` / ``offsets`` hold them all)."""
+
+    @classmethod
+    def landed(cls, entry: BatchEntry | None, duplicate: bool, attempts: int, placements: Placements, partitions: int,
+               rr_start: int, now_ms: int) -> ProduceResult:
+        """The result of a batch whose rows are ``placements`` (keyless ones placed from ``rr_start``), landed as
+        ``entry`` (``None``: empty, nothing committed). A replay (``duplicate``) is checked against the original
+        and its keyless rows shifted onto the original's round-robin start."""
+        if entry is None:
+            return cls(BatchSummary.of(None), None, placements, partitions, 0, now_ms)
+        shift = entry.rr_start - rr_start if duplicate else 0
+        summary = landed_summary(entry, duplicate, attempts, placements.counts(partitions, shift))
+        return cls(summary, entry, placements, partitions, shift, now_ms)
 
     def __init__(self, summary: BatchSummary, entry: BatchEntry | None, placements: Placements, partitions: int,
                  rr_shift: int, now_ms: int) -> None:
@@ -121,4 +149,4 @@ class ProduceResult:
         return list(zip(self.partitions.tolist(), self.offset_array.tolist(), strict=True))
 
 
-__all__ = ["BatchSummary", "ProduceResult", "RecordMetadata"]
+__all__ = ["BatchSummary", "ProduceResult", "RecordMetadata", "check_replay", "landed_summary"]

@@ -1,5 +1,6 @@
-"""The compaction strategies in Spark: each record's rank, the winner of each key, and the contest of a new
-range's winners with the compacted view's rows (``topics.strategy`` states the rules; this is their Spark form).
+"""Phase 1 under a compaction strategy other than offset, as pure DataFrame logic: each record's rank, the winner
+of each key, and the contest of a new range's winners with the compacted view's rows (``topics.strategy`` states
+the rules; this is their Spark form).
 
 A rank ``(has value, value, offset)`` is carried as two columns: ``RANKED`` (whether the record has a value)
 and ``SCORE``, the exact number ``value * 2^63 + offset`` as a ``DECIMAL(38, 0)`` (a signed 64-bit value times
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from compactor.compaction.phase1 import WORD_BITS, WORD_SHIFT
-from compactor.compaction.scratch import FILE_PATH, MASK, POS, WORD
+from compactor import schema as ts  # the scratch table's layout: ts.WORD, ts.MASK, ts.FILE_PATH, ts.POS
+from compactor.compaction.phase1.latest import offset_bit
 from compactor.schema import DELETE_HORIZON, HEADERS, KEY, OFFSET, PARTITION, RECORD_BYTES, TIMESTAMP
 from compactor.topics.strategy import HEADER_STRATEGY, LONG_BYTES, TIMESTAMP_STRATEGY, Strategy
 
@@ -39,7 +40,7 @@ PRESENT = "__compactor_present"
 RAW = "__compactor_raw"
 LONG_LIMIT = (1 << 63) - 1
 SCORE_TYPE = "decimal(38,0)"
-ENTRY_TYPE = (f"struct<{KEY}:binary,{FILE_PATH}:string,{POS}:bigint,{DELETE_HORIZON}:bigint,"
+ENTRY_TYPE = (f"struct<{KEY}:binary,{ts.FILE_PATH}:string,{ts.POS}:bigint,{DELETE_HORIZON}:bigint,"
               f"{RECORD_BYTES}:bigint>")
 SHIFT = 1 << 63
 DECIMAL_TEXT = "^[+-]?[0-9]+\\z"  # Java's \z: no line terminator may follow (its $ would allow one)
@@ -161,7 +162,7 @@ def beats_view() -> Column:
 def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, hash_keys: bool) -> DataFrame:
     """The range winners ``(partition, key, offset)`` with ``LOST`` (the view's row of the key outranks
     the winner, which is then neither appended nor allowed to remove the view's row) and, where the winner
-    supersedes a compacted row, that row's position and bookkeeping (``scratch.CONTEST_SCHEMA``'s columns): one
+    supersedes a compacted row, that row's position and bookkeeping (``schema.CONTEST_SCHEMA``'s columns): one
     narrow pass over the view serves the contest and the position deletes alike."""
     view = view_rows.where(F.col(KEY).isNotNull()).select(PARTITION, KEY, *rank_inputs(strategy), DELETE_HORIZON,
                                                            RECORD_BYTES, "_file", "_pos")
@@ -173,23 +174,24 @@ def contest(winners: DataFrame, view_rows: DataFrame, strategy: Strategy, *, has
     supersedes = beats_view() & F.col(VIEW_RANKED).isNotNull()
     return joined.select(PARTITION, KEY, OFFSET, (~beats_view()).alias(LOST),
                          *(F.when(supersedes, F.col(source)).alias(target) for source, target in (
-                             ("_file", FILE_PATH), ("_pos", POS), (DELETE_HORIZON, DELETE_HORIZON),
+                             ("_file", ts.FILE_PATH), ("_pos", ts.POS), (DELETE_HORIZON, DELETE_HORIZON),
                              (RECORD_BYTES, RECORD_BYTES))))
 
 
 def contest_scratch_rows(contested: DataFrame) -> DataFrame:
-    """The scratch table's rows (``scratch.CONTEST_SCHEMA``) of contested winners: per word a mask row with the
+    """The scratch table's rows (``schema.CONTEST_SCHEMA``) of contested winners: per word a mask row with the
     bits of the winners that beat the view (a word whose keys all lost keeps a zero mask, so that phase 2 still
     reads its range), and per such winner a key row with the compacted row it supersedes, if any."""
-    bit = F.when(~F.col(LOST), F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))"))
-    fields = (KEY, FILE_PATH, POS, DELETE_HORIZON, RECORD_BYTES)
+    bit = F.when(~F.col(LOST), offset_bit())
+    fields = (KEY, ts.FILE_PATH, ts.POS, DELETE_HORIZON, RECORD_BYTES)
     entry = F.when(~F.col(LOST), F.struct(*fields))
-    words = (contested.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD),
-                              F.coalesce(bit, F.lit(0).cast("bigint")).alias(MASK), entry.alias("entry"))
-             .groupBy(PARTITION, WORD)
-             .agg(F.bit_or(MASK).alias(MASK), F.collect_list("entry").alias("entries")))  # skips lost keys
+    words = (contested.select(PARTITION, F.shiftright(F.col(OFFSET), ts.WORD_SHIFT).alias(ts.WORD),
+                              F.coalesce(bit, F.lit(0).cast("bigint")).alias(ts.MASK), entry.alias("entry"))
+             .groupBy(PARTITION, ts.WORD)
+             .agg(F.bit_or(ts.MASK).alias(ts.MASK), F.collect_list("entry").alias("entries")))  # skips lost keys
     empty = F.lit(None).cast(ENTRY_TYPE)
-    exploded = words.select(PARTITION, WORD, MASK, F.explode(F.concat(F.array(empty), F.col("entries"))).alias("e"))
+    exploded = words.select(PARTITION, ts.WORD, ts.MASK,
+                            F.explode(F.concat(F.array(empty), F.col("entries"))).alias("e"))
     mask_row = F.col("e").isNull()
-    return exploded.select(PARTITION, F.when(mask_row, F.col(WORD)).alias(WORD),
-                           F.when(mask_row, F.col(MASK)).alias(MASK), *(F.col("e")[f].alias(f) for f in fields))
+    return exploded.select(PARTITION, F.when(mask_row, F.col(ts.WORD)).alias(ts.WORD),
+                           F.when(mask_row, F.col(ts.MASK)).alias(ts.MASK), *(F.col("e")[f].alias(f) for f in fields))

@@ -1,7 +1,8 @@
-"""Phase 2 as pure DataFrame logic: the compacted view's new rows, and the compacted rows a run removes.
+"""Phase 2's pure DataFrame logic: the compacted view's new rows, and the compacted rows a run removes.
 
 Inputs are DataFrames (the raw range, the view at the cursor, and phase 1's masks and keys read from the
-scratch table), so these functions are tested on plain DataFrames; catalogs and commits live elsewhere.
+scratch table: ``frames``), so these functions are tested on plain DataFrames; this module reads no table and
+commits nothing (``tests/test_layering.py`` checks that it imports no I/O).
 
 * ``new_view_rows``: the range's rows the view keeps. Each raw row looks its bit up in its word's mask (a hash
   join on ``(partition, offset >> 6)`` whose build side is about one byte per record of the partition's range);
@@ -16,18 +17,22 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from compactor.compaction.phase1 import WORD_BITS, WORD_SHIFT
-from compactor.compaction.scratch import MASK, WORD
 from compactor.schema import (
     DELETE_HORIZON,
+    FILE_PATH,
     HEADERS,
     KEY,
+    MASK,
     OFFSET,
     PARTITION,
+    POS,
     RECORD_BYTES,
     TIMESTAMP,
     VALUE,
     VIEW_COLUMNS,
+    WORD,
+    WORD_BITS,
+    WORD_SHIFT,
 )
 from compactor.topics.record_rules import spark_record_bytes
 
@@ -38,6 +43,23 @@ TRIMMED = "__compactor_trimmed"
 
 def is_tombstone() -> Column:
     return F.col(KEY).isNotNull() & F.col(VALUE).isNull()
+
+
+def mask_rows(scratch: DataFrame) -> DataFrame:
+    """Phase 1's winners as offset masks ``(partition, word, mask)``: the scratch table's mask rows."""
+    return scratch.where(F.col(KEY).isNull())
+
+
+def key_rows(scratch: DataFrame) -> DataFrame:
+    """Phase 1's winning keys ``(partition, key)``: the scratch table's key rows."""
+    return scratch.where(F.col(KEY).isNotNull())
+
+
+def contested_rows(scratch: DataFrame) -> DataFrame:
+    """The compacted rows phase 1's contest found superseded (``phase1.ranking.contest``), as the delete pass
+    writes them: partition, key, delete horizon, record bytes, ``_file`` and ``_pos``."""
+    return scratch.where(F.col(FILE_PATH).isNotNull()).select(
+        PARTITION, KEY, DELETE_HORIZON, RECORD_BYTES, F.col(FILE_PATH).alias("_file"), F.col(POS).alias("_pos"))
 
 
 def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: bool, now_ms: int,

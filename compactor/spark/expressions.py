@@ -1,4 +1,4 @@
-"""Spark column expressions the product builds in more than one place."""
+"""Spark column expressions the product builds in more than one place (the Spark twins of ``iceberg.expressions``)."""
 
 from __future__ import annotations
 

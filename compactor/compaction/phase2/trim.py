@@ -4,16 +4,16 @@ One narrow pass over the view that returns a row per partition: nothing record-s
 
 from __future__ import annotations
 
-from compactor.compaction import phase2
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
+from compactor.compaction.phase2 import frames, rows
 from compactor.schema import PARTITION
 
 
-def trim_starts(ctx: RunContext) -> dict[int, tuple[int, int | None]]:
+def trim_starts(run: RunContext) -> dict[int, tuple[int, int | None]]:
     """``partition -> (rows trimmed, lowest offset kept or None)`` for a run with ``trim_before_ms``."""
-    classified = ctx.classified_view()
-    with job_description(ctx.spark, f"compactor {ctx.name}: retention trim (compacted start per partition)"):
-        rows = phase2.trim_starts(classified).collect()
+    classified = frames.classified_view(run)
+    with job_description(run.spark, f"compactor {run.name}: retention trim (compacted start per partition)"):
+        found = rows.trim_starts(classified).collect()
     return {int(row[PARTITION]): (int(row["trimmed"]), None if row["first_kept"] is None else int(row["first_kept"]))
-            for row in rows}
+            for row in found}

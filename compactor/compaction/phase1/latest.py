@@ -1,4 +1,4 @@
-"""Phase 1 as pure DataFrame logic: each key's latest offset in the new range, in the scratch table's rows.
+"""Phase 1's pure DataFrame logic: each key's latest offset in the new range, as the scratch table's rows.
 
 Phase 1 reads only ``partition``, ``key`` and ``offset`` of the new raw range and finds the latest offset of
 every non-null key by grouping on the exact key bytes: no digest, so no collision can merge two keys. It runs
@@ -6,7 +6,7 @@ as a local hash aggregation per partition (partitioned layout) or as a partial a
 by an exchange of ``(partition, key, offset)`` only (sliced layout); Spark spills it to disk when the keys
 outgrow memory, so memory is bounded per task.
 
-The winners leave phase 1 in two forms, as rows of the scratch table (``compaction.scratch``):
+The winners leave phase 1 in two forms, as rows of the scratch table (its layout: ``schema.SCRATCH_SCHEMA``):
 
 * **masks**: offsets are dense, so the winners of 64 consecutive offsets are one 64-bit word with a bit set
   for each offset that is its key's latest. Phase 2 looks each raw row's bit up in a hash table of these
@@ -20,11 +20,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from compactor.compaction.scratch import MASK, WORD
-from compactor.schema import KEY, OFFSET, PARTITION
+from compactor.schema import KEY, MASK, OFFSET, PARTITION, WORD, WORD_BITS, WORD_SHIFT
 
-WORD_SHIFT = 6
-WORD_BITS = 1 << WORD_SHIFT
 NARROW_COLUMNS = (PARTITION, KEY, OFFSET)
 
 
@@ -36,10 +33,14 @@ def latest_offsets(range_rows: DataFrame) -> DataFrame:
             .agg(F.max(OFFSET).alias(OFFSET)))
 
 
+def offset_bit() -> Column:
+    """A row's bit in its word's mask: ``1 << (offset mod 64)``."""
+    return F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
+
+
 def offset_masks(winners: DataFrame) -> DataFrame:
     """The winners as one 64-bit mask per 64 consecutive offsets: ``(partition, word, mask)``."""
-    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
-    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), bit.alias(MASK))
+    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), offset_bit().alias(MASK))
             .groupBy(PARTITION, WORD).agg(F.bit_or(MASK).alias(MASK)))
 
 
@@ -49,8 +50,8 @@ def scratch_rows(winners: DataFrame, *, with_keys: bool) -> DataFrame:
     collects its (at most 64) keys and is exploded into its mask row and its key rows."""
     if not with_keys:
         return offset_masks(winners).select(PARTITION, WORD, MASK, F.lit(None).cast("binary").alias(KEY))
-    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
-    words = (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), bit.alias(MASK), KEY)
+    words = (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), offset_bit().alias(MASK),
+                            KEY)
              .groupBy(PARTITION, WORD)
              .agg(F.bit_or(MASK).alias(MASK), F.collect_list(KEY).alias("keys")))
     exploded = words.select(PARTITION, WORD, MASK, F.explode(

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from compactor.errors import InvalidRecordError
-from compactor.producing.columns import KEY, OFFSET, PARTITION, RowNumbers
+from compactor.producing.arrow_input import KEY, OFFSET, PARTITION, RowNumbers
 from compactor.topics.partitioner import partitions_for_keys
 
 SMALL_PARTITION_COUNT = 16

@@ -1,0 +1,89 @@
+"""Phase 1, the step: find each key's winner (its latest offset, or its highest rank under another
+``compaction.strategy``) over the new range and keep the winners in the run's scratch table
+(``compaction.scratch``), as a Spark job of its own, so it is timed, reported and failure-tested as a step
+(failure point ``after-phase-1`` fires once it has run). The DataFrame logic is ``latest`` and ``ranking``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.catalog import Catalog
+
+from compactor.compaction.context import RunContext
+from compactor.compaction.execution import apply_settings, job_description, read_range, read_table
+from compactor.compaction.phase1 import latest, ranking
+from compactor.compaction.scratch import create_scratch
+from compactor.schema import KEY, OFFSET, PARTITION
+from compactor.topics.strategy import HEADER_STRATEGY, TIMESTAMP_STRATEGY
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Observation
+
+
+@dataclass(frozen=True)
+class Winners:
+    """What phase 1 found: how many keys won (one row each in the view) and over how many mask words, how many
+    header values of the range held no number (``header`` strategy), and how long it took."""
+
+    keys: int
+    words: int
+    unparsable: int
+    ms: int
+
+
+def find_winners(run: RunContext, catalog: Catalog) -> Winners:
+    """Run phase 1 over the plan's new range into the run's scratch table (``run.scratch``)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    plan = run.plan
+    run.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
+                       records=plan.records_in_range, layout=run.layout.kind)
+    create_scratch(catalog, run.name, run.view_location, plan.now_ms, run.run_id, contest=plan.contests_view)
+    # sliced: the scan is split into slices and the aggregation exchanges (partition, key, offset); partitioned:
+    # the scan is grouped by partition and the aggregation runs in place
+    apply_settings(run.spark, run.layout, grouped=not run.layout.sliced)
+    strategy = plan.settings.strategy
+    narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes).select(
+        *latest.NARROW_COLUMNS, *ranking.rank_inputs(strategy))
+    parsed = Observation(f"strategy_{run.run_id}") if strategy.kind == HEADER_STRATEGY else None
+    rows = _scratch_rows(run, narrow, parsed)
+    observed = Observation(f"phase1_{run.run_id}")
+    masks_only = F.col(KEY).isNull()
+    counted = rows.observe(observed, F.count(F.when(masks_only, F.lit(1))).alias("words"),
+                           latest.winner_count(masks_only))
+    with job_description(run.spark, f"compactor {run.name}: phase 1 (latest offset per key)"):
+        counted.writeTo(run.scratch_table).append()
+    metrics = observed.get
+    winners = Winners(keys=int(metrics.get("winners") or 0), words=int(metrics.get("words") or 0),
+                      unparsable=int(parsed.get.get("unparsable") or 0) if parsed is not None else 0,
+                      ms=int((time.monotonic() - started) * 1000))
+    run.progress.phase("phase 1 done", keys=winners.keys, mask_words=winners.words, ms=winners.ms)
+    return winners
+
+
+def _scratch_rows(run: RunContext, narrow: DataFrame, parsed: Observation | None) -> DataFrame:
+    """The scratch rows of the range's winners: each key's latest offset under ``offset``; else its highest rank
+    (``ranking``), contested with the view's row of the key when there is a view, with the unparsable header
+    values of the range's keyed records counted in ``parsed``."""
+    from pyspark.sql import functions as F
+
+    plan = run.plan
+    strategy = plan.settings.strategy
+    if strategy.by_offset:
+        return latest.scratch_rows(latest.latest_offsets(narrow), with_keys=plan.cursor is not None)
+    pack = ranking.packing(strategy, run.raw_timestamps, plan.ranges)
+    header = parsed is not None
+    ranked = ranking.with_rank(narrow, strategy, pack, unparsable=ranking.UNPARSABLE if header else None)
+    winners = ranking.ranked_latest(ranked, pack, count_unparsable=header,
+                                    always_ranked=strategy.kind == TIMESTAMP_STRATEGY)
+    if parsed is not None:  # counted per key by the aggregation, summed here over far fewer rows than records
+        winners = winners.observe(parsed, F.sum(ranking.UNPARSABLE).alias("unparsable"))
+    if plan.cursor is None:
+        return latest.scratch_rows(winners.select(PARTITION, KEY, OFFSET), with_keys=False)
+    view = read_table(run.spark, run.view_table, plan.cursor.snapshot_id, run.layout.view_split_bytes)
+    return ranking.contest_scratch_rows(ranking.contest(winners, view, strategy, hash_keys=plan.hash_keys))

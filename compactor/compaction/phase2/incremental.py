@@ -1,0 +1,105 @@
+"""Phase 2, incremental: position-delete the compacted rows this run removes and append the range's kept rows.
+
+The normal case. Two independent Spark jobs run side by side on the staging branch:
+
+* the **delete pass** reads the view's narrow columns (partition, key, delete horizon, record bytes, and
+  Iceberg's ``_file``/``_pos``), marks the rows the run removes (``rows.classify_view``) and writes their
+  positions as Iceberg position-delete files, registered by the cursor commit (``deletes``, ``publish``);
+* the **append pass** joins the range's full rows with phase 1's masks (``rows.new_view_rows``) and appends
+  the kept rows, tombstones stamped with their delete horizon.
+
+The view is never recopied, so a run costs in proportion to the new data plus one narrow pass over the view.
+The first run of a topic is this strategy with no view to delete from.
+
+Under a ``compaction.strategy`` other than offset, phase 1's contest already read the view and found the rows
+to delete (``CompactionPlan.deletes_contested``): the delete pass only copies their positions from the scratch
+table, and the append pass is the run's critical path. The delete pass then waits until the append pass has
+built its query, so that the two do not contend for the driver while the append, the critical path, is being
+built.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from compactor import failpoints
+from compactor.compaction.context import RunContext
+from compactor.compaction.execution import job_description
+from compactor.compaction.phase2 import frames, rows
+from compactor.compaction.phase2.deletes import collect_delete_files, write_position_deletes
+from compactor.compaction.phase2.outcome import Phase2Result, RangeFigures
+from compactor.config import LakeConfig
+from compactor.cursor import ViewStats
+from compactor.iceberg.manifests import DeleteFileInfo
+from compactor.spark.active import call_active
+
+
+def write_incremental(run: RunContext, config: LakeConfig, trims: Mapping[int, tuple[int, int | None]]) -> Phase2Result:
+    """Delete and append on the staging branch; see the module docstring."""
+    plan = run.plan
+    passes: dict[str, Any] = {}
+    planned = threading.Event()  # set once the append pass has built its query (or failed to)
+    if not (plan.deletes_contested and plan.ranges):
+        planned.set()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        if plan.ranges:
+            passes["append"] = pool.submit(call_active, run.spark, _append_pass, run, planned)
+        if plan.removes_view_rows:
+            passes["delete"] = pool.submit(call_active, run.spark, _delete_pass, run, config, planned)
+        failures = [f.exception() for f in passes.values() if f.exception() is not None]
+    if failures:
+        raise failures[0]
+    removed, delete_files, delete_ms = passes["delete"].result() if "delete" in passes else (ViewStats(), [], None)
+    appended, figures, append_ms = (passes["append"].result() if "append" in passes
+                                    else (ViewStats(), RangeFigures(), None))
+    survivors = plan.view.without(removed)
+    if plan.trim_before_ms is not None:
+        survivors = survivors.at_least(plan.trim_before_ms)  # every surviving row is at least this new
+    durations = {name: ms for name, ms in (("delete_ms", delete_ms), ("append_ms", append_ms)) if ms is not None}
+    return Phase2Result(survivors, appended, figures, tuple(delete_files), trims, durations)
+
+
+def _delete_pass(run: RunContext, config: LakeConfig,
+                 planned: threading.Event) -> tuple[ViewStats, list[DeleteFileInfo], int]:
+    """Write position deletes for the compacted rows this run removes (one narrow pass), once ``planned``."""
+    from pyspark.sql import Observation
+
+    planned.wait()
+    started = time.monotonic()
+    run.progress.phase("phase 2 deletes", "finding the compacted rows this run removes (narrow columns)")
+    observed = Observation(f"doomed_{run.run_id}")
+    location = f"{run.view_location.rstrip('/')}/data/compactor-deletes/{run.run_id}"
+    with job_description(run.spark, f"compactor {run.name}: phase 2 (position deletes)"):
+        write_position_deletes(frames.removed_positions(run).observe(
+            observed, *rows.view_stats_columns("doomed_", minimums=False)), location)
+    removed = ViewStats.from_metrics(observed.get, "doomed_")
+    files = collect_delete_files(config, location, run.view_io) if removed.rows else []
+    ms = int((time.monotonic() - started) * 1000)
+    run.progress.phase("phase 2 deletes done", rows=removed.rows, tombstones=removed.tombstones,
+                       delete_files=len(files), ms=ms)
+    failpoints.hit("after-delete")
+    return removed, files, ms
+
+
+def _append_pass(run: RunContext, planned: threading.Event) -> tuple[ViewStats, RangeFigures, int]:
+    """Append the kept rows of the new range to the staging branch; set ``planned`` once its query is built."""
+    from pyspark.sql import Observation
+
+    started = time.monotonic()
+    read, kept = Observation(f"range_{run.run_id}"), Observation(f"kept_{run.run_id}")
+    try:  # whatever happens, the delete pass must not wait for ever
+        run.progress.phase("phase 2 appends", "writing the kept rows of the new range",
+                           records=run.plan.records_in_range)
+        new_rows = frames.kept_range_rows(run, read).observe(kept, *rows.view_stats_columns(""))
+    finally:
+        planned.set()
+    with job_description(run.spark, f"compactor {run.name}: phase 2 (append the kept rows)"):
+        new_rows.writeTo(run.stage_table).append()
+    appended = ViewStats.from_metrics(kept.get)
+    ms = int((time.monotonic() - started) * 1000)
+    run.progress.phase("phase 2 appends done", rows=appended.rows, ms=ms)
+    return appended, RangeFigures.from_metrics(read.get), ms

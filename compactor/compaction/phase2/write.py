@@ -1,0 +1,23 @@
+"""Phase 2, the step: write the new view on the run's staging branch, by one of two strategies (``incremental``:
+position-delete the removed compacted rows and append the range's kept rows; ``rewrite``: write the whole view
+afresh when deletes pile up), after the retention trim's pass when the run is one (``trim``)."""
+
+from __future__ import annotations
+
+from compactor.compaction.context import RunContext
+from compactor.compaction.execution import apply_settings
+from compactor.compaction.phase2.incremental import write_incremental
+from compactor.compaction.phase2.outcome import Phase2Result
+from compactor.compaction.phase2.rewrite import write_rewrite
+from compactor.compaction.phase2.trim import trim_starts
+from compactor.config import LakeConfig
+
+
+def write_view(run: RunContext, config: LakeConfig) -> Phase2Result:
+    """Write the view the plan asks for on the staging branch; see the module docstring."""
+    plan = run.plan
+    apply_settings(run.spark, run.layout, grouped=True)
+    trims = trim_starts(run) if plan.trim_before_ms is not None else {}
+    if plan.rewrite_reason:
+        return write_rewrite(run, trims)
+    return write_incremental(run, config, trims)

@@ -1,0 +1,94 @@
+"""Every use of PySpark's and py4j's private API in the product, in this one module, each with why (checked against
+pyspark 3.5.9, the pinned version: re-check each on an upgrade; ``tests/test_layering.py`` fails if another module
+uses a private PySpark or py4j name).
+
+PySpark has no public way to reach the JVM objects behind its Python ones, and the product needs them in a few
+places: to make its job session the thread's active session (``spark.active``), to register a catalog on a
+running session (``spark.catalog``), to call its compiled Spark functions (``spark.functions``), to read a
+DataFrame's optimised plan (``producing.spark_plan``) and, under ``spark-submit``, to write to the driver JVM's
+standard error (``cli.submit``).
+
+* ``active_context``: ``SparkContext._active_spark_context``, the running SparkContext (``None`` if none).
+* ``jvm``: ``SparkContext._jvm``, the py4j view of the JVM's classes.
+* ``java_session`` and ``java_frame``: ``SparkSession._jsparkSession`` and ``DataFrame._jdf``, the JVM objects.
+* ``hadoop_configuration``: ``SparkContext._jsc.hadoopConfiguration()``, where S3A settings take effect on a
+  running session (Spark copies ``spark.hadoop.*`` there only at start-up).
+* ``python_active_session`` and ``set_python_active_session``: ``SparkSession._activeSession``, which PySpark's
+  ``getActiveSession`` consults and ``createDataFrame`` sets without restoring it.
+* ``java_call``: ``pyspark.sql.column._to_seq`` and ``_to_java_column``, to apply a JVM ``UserDefinedFunction``
+  to columns (what PySpark's own functions do).
+* ``submit_gateway_jvm``: ``SparkContext._ensure_initialized()`` joins ``spark-submit``'s py4j gateway before any
+  SparkContext exists, so that standard error can go to the driver JVM's from the first line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+def active_context() -> SparkContext | None:
+    """The running SparkContext of this process, or ``None``."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context
+
+
+def jvm(spark: SparkSession | None = None) -> Any:
+    """The py4j view of the JVM (``spark``'s, else the running context's); ``None`` without a running context."""
+    context = spark.sparkContext if spark is not None else active_context()
+    return None if context is None else context._jvm
+
+
+def java_session(spark: SparkSession) -> Any:
+    """The JVM ``SparkSession`` behind ``spark``."""
+    return spark._jsparkSession
+
+
+def java_frame(df: DataFrame) -> Any:
+    """The JVM ``Dataset`` behind ``df``."""
+    return df._jdf
+
+
+def hadoop_configuration(spark: SparkSession) -> Any:
+    """The running context's Hadoop configuration (S3A reads its settings there)."""
+    return spark.sparkContext._jsc.hadoopConfiguration()
+
+
+def python_active_session() -> SparkSession | None:
+    """The session PySpark treats as this process's active one."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession._activeSession
+
+
+def set_python_active_session(spark: SparkSession | None) -> None:
+    """Make ``spark`` (or none) the session PySpark treats as active."""
+    from pyspark.sql import SparkSession
+
+    SparkSession._activeSession = spark
+
+
+def java_call(function: Any, *columns: Column) -> Column:
+    """The column of the JVM ``UserDefinedFunction`` ``function`` applied to ``columns``."""
+    from pyspark.sql.column import Column, _to_java_column, _to_seq
+
+    context = active_context()
+    if context is None:
+        raise RuntimeError("a compiled Spark function needs a running SparkContext")
+    return Column(function.apply(_to_seq(context, list(columns), _to_java_column)))
+
+
+def submit_gateway_jvm() -> Any:
+    """Under ``spark-submit``: join its py4j gateway (no SparkContext is created) and return the JVM view."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkContext._jvm
+
+
+__all__ = ["active_context", "hadoop_configuration", "java_call", "java_frame", "java_session", "jvm",
+           "python_active_session", "set_python_active_session", "submit_gateway_jvm"]

@@ -1,0 +1,113 @@
+"""The compiled Spark functions (``compactor.udf.*``): Kafka's partitioner, the producer's counting pass, row
+offsets and file writer, JVM-only work on executors.
+
+All are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
+``compactor-udf.jar``, which every session puts on its classpath and ``spark-submit --jars`` ships to the
+executors (``compactor.spark.jars``). The partitioner and the offsets run as Spark's ``ScalaUDF`` over the
+columns' own values (the key's bytes reach Kafka's murmur2 as they are: no decoding to a string, no reflection
+per row); the counting pass and the writer run over a query's rows, each as a SQL execution of its own. No
+Python runs on the executors. A session without the jar is an error naming the set-up step, never a slower fallback.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from compactor.errors import MissingJarsError
+from compactor.spark import internals
+from compactor.spark.jars import UDF_JAR
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+PACKAGE = "compactor.udf"
+
+
+def _functions(name: str = "Functions") -> Any:
+    """The JVM class ``compactor.udf.<name>`` on the active context (an error naming the set-up without it: a
+    missing jar, or one built before the class existed)."""
+    from py4j.java_gateway import JavaClass
+
+    found: Any = internals.jvm()
+    if found is None:
+        raise MissingJarsError("a compiled Spark function needs a running SparkSession (Lake.spark())")
+    for part in (*PACKAGE.split("."), name):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise MissingJarsError(f"the Spark session cannot load {PACKAGE}.{name}: {UDF_JAR} is not on its "
+                               "classpath (or was built from older sources). Run infra/setup.sh (it builds the "
+                               "jar with javac), then start the session again; under spark-submit, pass the jar "
+                               "with --jars (python -m compactor.deploy prints the command)")
+    return found
+
+
+def _compiled(factory: str) -> Any:
+    """The JVM ``UserDefinedFunction`` that ``compactor.udf.Functions.<factory>()`` builds."""
+    return getattr(_functions(), factory)()
+
+
+# ``TaskOffset.SKIP``: a row another copy of the input writes
+TASK_OFFSET_SKIP = -(1 << 63)
+
+
+def murmur2_partition(key: Column, partitions: int) -> Column:
+    """``(murmur2(key) & 0x7fffffff) % partitions`` for a binary column (null for a null key): Kafka's
+    ``Utils.toPositive(Utils.murmur2(key)) % partitions``, compiled (``compactor.udf.Murmur2Partition``)."""
+    from pyspark.sql import functions as F
+
+    return internals.java_call(_compiled("murmur2Partition"), key, F.lit(partitions).cast("int"))
+
+
+def task_offset(spark_partition: Column, topic_partition: Column, cells: Mapping[tuple[int, int], tuple[int, int]],
+                partitions: int, share: int = 0, shares: int = 1) -> Column:
+    """Each row's offset: its cell's first offset (``cells[(Spark partition, topic partition)]`` holds the cell's
+    first offset and rows) plus its position among that cell's rows in its task, counted as the task produces
+    them (``compactor.udf.TaskOffset``; no sort, an array index per row). Non-deterministic, so Spark evaluates it
+    exactly once per row where it stands; a retried task starts again from 0. A row in a cell missing from
+    ``cells`` gets a negative offset. With ``shares`` > 1, the rows of each cell outside copy ``share``'s part of
+    its positions get ``TASK_OFFSET_SKIP`` (see ``TaskOffset``)."""
+    import numpy as np
+
+    packed_cells = sorted((pid * partitions + p, first, rows) for (pid, p), (first, rows) in cells.items())
+    packed = np.asarray(packed_cells, ">i8").reshape(-1).tobytes()  # (cell, first offset, rows), big-endian longs
+    return internals.java_call(_functions().taskOffset(packed, partitions, share, shares), spark_partition,
+                               topic_partition)
+
+
+def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str, str],
+                max_record_bytes: int) -> list[str]:
+    """Write ``rows`` (the topic's columns, in schema order, then each record's bytes and its row id in the
+    producer's input, ``monotonically_increasing_id()``, which errors name) into new data files of
+    the Iceberg table ``table`` (as the session's catalog names it), one file per (Spark task, topic partition),
+    through Iceberg's Parquet writer (``compactor.udf.TopicFiles``); ``overrides`` replace table write
+    properties. A record over ``max_record_bytes`` fails the write (its files deleted). Commits nothing: returns
+    ``path\tpartition\trows\tbytes\trecord bytes`` per file. ``batch`` goes into the file names."""
+    writer = _functions("TopicFiles")  # the jar is on the classpath (else an error naming the set-up)
+    loaded = internals.jvm().org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        internals.java_session(rows.sparkSession), table)
+    files = writer.write(internals.java_frame(rows), loaded, batch, dict(overrides), max_record_bytes)
+    return [str(line) for line in files]
+
+
+def topic_counts(rows: DataFrame, partitions: int) -> list[str]:
+    """The counting pass over ``rows`` (Spark partition, topic partition, problem kind, problem value), one stage
+    and one line per task (``compactor.udf.TopicCounts``): ``spark partition\tcounts per topic partition\t
+    kind:row:value;...`` for the first bad row of each kind."""
+    counter = _functions("TopicCounts")
+    return [str(line) for line in counter.count(internals.java_frame(rows), partitions)]
+
+
+def register_functions(session: SparkSession) -> None:
+    """Register ``kafka_partition(key binary, partitions int)`` for Spark SQL in ``session`` (the same compiled
+    function: ``SELECT kafka_partition(key, 4) FROM ...``)."""
+    _functions().register(internals.java_session(session))
+
+
+def headers_type() -> str:
+    return "array<struct<key:string,value:binary>>"
+
+
+__all__ = ["TASK_OFFSET_SKIP", "headers_type", "murmur2_partition", "register_functions", "task_offset",
+           "topic_counts", "topic_files"]

@@ -1,0 +1,1 @@
+"""Tests of ``compaction.phase2``: the new view."""
