@@ -127,3 +127,33 @@ def test_compaction_of_a_mirrored_topic_matches_the_model(lake: Lake, kafka_brok
     assert second.committed and second.horizons == {"0": 15} and second.stats.records_read == 2
     model.compact(T0 + 1, settings)
     assert _as_rows(view(lake, name)) == _as_rows(model.compacted_view())
+
+
+@pytest.mark.spark
+def test_a_mirrored_topic_that_grew_compacts_reads_and_retains(lake: Lake, spark: Any) -> None:
+    """A cursor written before the source gained partitions serves the grown topic: horizon 0 in the new ones."""
+    import pyarrow as pa
+
+    from compactor import produce_arrow
+    from compactor.status import topic_status
+    from tests.kafka_helpers import mirrored_topic
+
+    def rows(pairs: list[tuple[int, int, bytes]]) -> pa.Table:
+        return pa.table({"partition": [p for p, _, _ in pairs], "offset": [o for _, o, _ in pairs],
+                         "key": [k for _, _, k in pairs], "value": [b"v%d" % o for _, o, _ in pairs],
+                         "timestamp_ms": [T0] * len(pairs)})
+
+    topic = mirrored_topic(lake, "k.grown", partitions=1)
+    topic.set_config({"cleanup.policy": "compact"})
+    produce_arrow(topic, rows([(0, 0, b"a"), (0, 3, b"a"), (0, 5, b"b")]), keep_offsets=True)
+    TwoPhaseCompactor(lake, "k.grown", now_ms=T0).run()
+    topic.refresh().add_partitions(2)  # the source gained a partition
+    produce_arrow(topic.refresh(), rows([(1, 2, b"c"), (1, 4, b"c")]), keep_offsets=True)
+    assert [(r.partition, r.offset) for r in view(lake, "k.grown")] == [(0, 3), (0, 5), (1, 2), (1, 4)]
+    status = topic_status(lake, "k.grown", now_ms=T0)
+    assert status.horizons == {"0": 6, "1": 0} and status.next_offsets == {"0": 6, "1": 5}
+    # the old cursor's horizon in the new partition is 0: retention removes nothing there while it is retained
+    assert run_retention(lake, "k.grown", now_ms=T0 + 10**12).log_start_offsets == {"0": 6, "1": 0}
+    second = TwoPhaseCompactor(lake, "k.grown", now_ms=T0 + 1).run()
+    assert second.committed and second.horizons == {"0": 6, "1": 5}
+    assert [(r.partition, r.offset) for r in view(lake, "k.grown")] == [(0, 3), (0, 5), (1, 4)]
