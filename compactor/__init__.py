@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on
     from compactor.consumer.rebalance import ConsumerRebalanceListener
     from compactor.groups.model import TopicPartition
     from compactor.lake import Lake
+    from compactor.mirror import Mirror, MirrorSummary, mirror_topics
     from compactor.producing.buffered import Producer
     from compactor.producing.dataframe import produce_dataframe
     from compactor.producing.producer import produce, produce_arrow
@@ -41,11 +42,15 @@ _LAZY = {
     "topic_sink": "compactor.consumer.increments",
     "TwoPhaseCompactor": "compactor.compaction.job",
     "run_retention": "compactor.retention.run",
+    "Mirror": "compactor.mirror",
+    "MirrorSummary": "compactor.mirror",
+    "mirror_topics": "compactor.mirror",
 }
 
-__all__ = ["Consumer", "ConsumerRebalanceListener", "Increment", "Lake", "OffsetAndTimestamp", "Producer",
-           "ProducerRecord", "TopicPartition", "TwoPhaseCompactor", "consume_dataframes", "produce", "produce_arrow",
-           "produce_dataframe", "read_increment", "run_retention", "topic_sink"]
+__all__ = ["Consumer", "ConsumerRebalanceListener", "Increment", "Lake", "Mirror", "MirrorSummary",
+           "OffsetAndTimestamp", "Producer", "ProducerRecord", "TopicPartition", "TwoPhaseCompactor",
+           "consume_dataframes", "mirror_topics", "produce", "produce_arrow", "produce_dataframe", "read_increment",
+           "run_retention", "topic_sink"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -240,13 +240,19 @@ class Cleaner:
         return passes
 
 
+class Stoppable(Protocol):
+    """A long-running loop that stops cleanly when asked (the cleaner, a mirror)."""
+
+    def request_stop(self) -> None: ...
+
+
 @contextmanager
-def stop_on_signals(cleaner: Cleaner) -> Iterator[None]:
+def stop_on_signals(cleaner: Stoppable) -> Iterator[None]:
     """Turn SIGTERM and SIGINT into a clean stop request while the block runs (main thread only)."""
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        log.info("cleaner: signal %s received; stopping after the current step", signum)
+        log.info("%s: signal %s received; stopping after the current step", type(cleaner).__name__.lower(), signum)
         cleaner.request_stop()
 
     for sig in previous:

@@ -167,6 +167,26 @@ class OutcomeUnknownError(TransientError):
         super().__init__(f"outcome unknown: {message}")
 
 
+# --- Kafka sources (compactor mirror) -----------------------------------------------------------------------
+
+
+class KafkaSourceError(CompactorError):
+    """A mirror's Kafka source failed: unreachable, refusing the credentials, or lacking a topic."""
+
+
+class KafkaAccessDeniedError(KafkaSourceError, PermissionError):
+    """A mirror's Kafka source refused the credentials (authentication or authorization)."""
+
+
+class KafkaTopicNotFoundError(KafkaSourceError, LookupError):
+    """A Kafka topic named to a mirror does not exist at the source."""
+
+
+class SourceGapError(KafkaSourceError):
+    """A mirror's Kafka source no longer holds the mirror's position (its retention overtook the mirror, or the
+    topic was deleted and created again); ``--on-source-gap skip`` goes on past it, counting what it skips."""
+
+
 class InjectedFailureError(CompactorError):
     """Raised at a named failure point enabled by a test (see ``compactor.failpoints``)."""
 

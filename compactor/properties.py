@@ -26,6 +26,10 @@ COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
 # The durable record of committed batch ids (idempotent producing): recent entries inline, older ones in segment
 # files it lists (producing.batch_ids). Changes in the same commit as each append.
 BATCH_IDS_PROPERTY = "compactor.batch-ids"
+# A mirrored topic (SEMANTICS section 8): its Kafka source, and what the mirror recorded with its last commit (the
+# source's log end it saw, the offsets it skipped). Its presence means the topic's offsets are its source's: they
+# may have gaps. Changes in the same commit as the mirror's appends (topics.mirrored).
+MIRROR_PROPERTY = "compactor.mirror"
 
 # Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with
 # offsets computed from an older snapshot would duplicate offsets; the producer retries itself instead.

@@ -19,6 +19,7 @@ from compactor.cursor import Cursor, load_compacted, retained_cursors
 from compactor.groups import GroupStore
 from compactor.metrics import compaction_metrics
 from compactor.results import JsonResult
+from compactor.topics.mirrored import MirrorState
 from compactor.topics.naming import TopicName
 from compactor.topics.state import offsets_to_dict
 
@@ -38,8 +39,10 @@ def assess_topic(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
     snapshot = topic.snapshot
     raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
     cursor = state.cursor if state is not None and settings.compacts else None
-    if cursor is not None and cursor.partitions != offsets.partitions:
+    if cursor is not None and cursor.partitions > offsets.partitions:
         cursor = None
+    elif cursor is not None:
+        cursor = cursor.widened(offsets.partitions)  # a mirrored topic may have grown since its last run
     retained = retained_cursors(state, now, settings.cursor_retain_ms) if state is not None and state.cursor else []
     return assess(raw, offsets, topic.properties, settings, cursor, now), cursor, retained
 
@@ -80,6 +83,23 @@ class TopicStatus(JsonResult):
     settings: dict[str, str]
     metrics: StatusMetrics
     groups: list[dict[str, Any]]  # consumer groups with positions here: {"group", "total_lag", "committed"}
+    mirror: dict[str, Any] | None = None  # a mirrored topic's source: ``mirror_status``
+
+
+def mirror_status(state: MirrorState | None, next_offsets: tuple[int, ...]) -> dict[str, Any] | None:
+    """What ``status`` shows of a mirrored topic's Kafka source, per partition, as the mirror recorded it with its
+    last commit (at ``observed_ms``; status never contacts Kafka): the source's log end, the lag to it (in
+    offsets, as Kafka counts lag) and the offsets the mirror skipped. A source end below the position is a
+    source created again that has not reached it yet (the mirror waits there)."""
+    if state is None:
+        return None
+    state = state.widened(len(next_offsets))
+    lags = [max(state.source_log_end[p] - n, 0) for p, n in enumerate(next_offsets)]
+    return {"source": state.source, "topic_id": state.topic_id, "observed_ms": state.observed_ms,
+            "source_log_end_offsets": {str(p): state.source_log_end[p] for p in range(len(next_offsets))},
+            "source_lag": {str(p): lag for p, lag in enumerate(lags)},
+            "skipped_offsets": {str(p): state.skipped[p] for p in range(len(next_offsets))},
+            "total_source_lag": sum(lags), "total_skipped": sum(state.skipped[:len(next_offsets)])}
 
 
 def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -> TopicStatus:
@@ -116,6 +136,7 @@ def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
                               last_run_time_ms=cursor.now_ms if cursor is not None else None,
                               dirty_ratio=assessment.dirty_ratio),
         groups=group_lags(lake, str(topic.name), offsets.next_offsets),
+        mirror=mirror_status(topic.mirror, offsets.next_offsets),
     )
 
 
@@ -142,6 +163,10 @@ def render_text(status: TopicStatus) -> str:
         f"{status.clean_bytes} bytes; ratio {status.dirty_ratio:.4f}",
         f"  due       {'yes' if status.due else 'no'}: {status.due_reason}",
     ]
+    if status.mirror is not None:
+        mirror = status.mirror
+        lines.append(f"  mirror    of Kafka topic {mirror['source']}: source log end {mirror['source_log_end_offsets']}"
+                     f"  lag {mirror['source_lag']}  skipped {mirror['skipped_offsets']}")
     if status.oldest_dirty_age_ms is not None:
         lines.append(f"  oldest dirty record is {status.oldest_dirty_age_ms} ms old; max compaction delay "
                      f"{status.max_compaction_delay_ms} ms")

@@ -5,7 +5,9 @@
 #
 # Usage: infra/kafka-server.sh DIR [--config KEY=VALUE ...]
 #   --config: broker settings added to (or overriding) the defaults below, e.g. log.cleaner.backoff.ms=200.
-# Environment: KAFKA_JAVA_OPTS (JVM options; default -Xmx512m).
+# Environment: KAFKA_JAVA_OPTS (JVM options; default -Xmx512m); KAFKA_SASL_PLAIN_USERS=USER:PASSWORD[,...]
+#   also opens a SASL_PLAINTEXT listener (mechanism PLAIN) that accepts those users (from the environment, so no
+#   password is on a command line), and prints `sasl_bootstrap=127.0.0.1:PORT` as the second line.
 #
 # Once the broker accepts connections, prints `bootstrap=127.0.0.1:PORT` as its first line of standard output,
 # writes its process id to DIR/kafka.pid and returns. Stop it with: kill "$(cat DIR/kafka.pid)".
@@ -35,9 +37,9 @@ if [ -f "$DIR/kafka.pid" ] && kill -0 "$(cat "$DIR/kafka.pid")" 2>/dev/null; the
 fi
 rm -f "$DIR/kafka.pid"
 mkdir -p "$DIR/data" "$DIR/logs"
-read -r PORT CONTROLLER_PORT < <(python3 - <<'PY'
+read -r PORT CONTROLLER_PORT SASL_PORT < <(python3 - <<'PY'
 import socket
-sockets = [socket.socket() for _ in range(2)]
+sockets = [socket.socket() for _ in range(3)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in sockets))
@@ -69,6 +71,22 @@ num.network.threads=2
 num.io.threads=2
 background.threads=2
 PROPS
+if [ -n "${KAFKA_SASL_PLAIN_USERS:-}" ]; then
+  USERS=""
+  IFS=, read -r -a PAIRS <<< "$KAFKA_SASL_PLAIN_USERS"
+  for pair in "${PAIRS[@]}"; do
+    [[ "$pair" == *:* ]] || { echo "kafka-server: KAFKA_SASL_PLAIN_USERS expects USER:PASSWORD[,...]" >&2; exit 2; }
+    USERS+=" user_${pair%%:*}=\"${pair#*:}\""
+  done
+  sed -i -e "s|^listeners=.*|&,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT|" \
+         -e "s|^advertised.listeners=.*|&,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT|" \
+         -e "s|^listener.security.protocol.map=.*|&,SASL_PLAINTEXT:SASL_PLAINTEXT|" "$DIR/server.properties"
+  cat >> "$DIR/server.properties" <<PROPS
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$USERS;
+PROPS
+  chmod 600 "$DIR/server.properties"
+fi
 for setting in "${EXTRA[@]}"; do
   key=${setting%%=*}
   grep -v "^$key=" "$DIR/server.properties" > "$DIR/server.properties.new" || true
@@ -109,6 +127,7 @@ for _ in $(seq 1 900); do
   if grep -q "Kafka Server started" "$DIR/logs/server.log" 2>/dev/null \
       && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
     echo "bootstrap=127.0.0.1:$PORT"
+    [ -z "${KAFKA_SASL_PLAIN_USERS:-}" ] || echo "sasl_bootstrap=127.0.0.1:$SASL_PORT"
     exit 0
   fi
   if ! kill -0 "$pid" 2>/dev/null; then

@@ -135,9 +135,7 @@ class PinnedView:
             chosen = current
         if chosen is None:
             return
-        if chosen.partitions != self.partitions:
-            raise CursorCorruptError(f"cursor {chosen.snapshot_id} has {chosen.partitions} partitions; "
-                                     f"the topic has {self.partitions}")
+        chosen = chosen.widened(self.partitions)  # a mirrored topic may have grown since
         if state.snapshot(chosen.snapshot_id) is None:
             raise CursorCorruptError(f"cursor names missing snapshot {chosen.snapshot_id}")
         self.cursor = chosen

@@ -43,15 +43,35 @@ class RawLog:
 
     partitions: int
     log: list[list[Record]] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)  # a mirror's positions past its last records (gaps)
 
     def __post_init__(self) -> None:
         if not self.log:
             self.log = [[] for _ in range(self.partitions)]
+        if not self.ends:
+            self.ends = [0] * self.partitions
 
-    def append(self, records: list[Record]) -> None:
+    def append(self, records: list[Record], *, gaps: bool = False) -> None:
+        """Records in offset order per partition: dense (a produced topic) or, with ``gaps``, strictly increasing
+        from ``N_p`` (a mirrored topic)."""
         for r in records:
-            assert r.offset == len(self.log[r.partition]), "the model expects dense offsets in order"
+            if gaps:
+                assert r.offset >= self.next_offsets()[r.partition], "offsets strictly increase"
+            else:
+                assert r.offset == len(self.log[r.partition]), "the model expects dense offsets in order"
             self.log[r.partition].append(r)
+
+    def advance(self, partition: int, end: int) -> None:
+        """A mirror's position moved past its last record (transaction markers, aborted records)."""
+        self.ends[partition] = max(self.ends[partition], end)
+
+    def next_offsets(self) -> list[int]:
+        return [max(end, records[-1].offset + 1 if records else 0) for records, end in zip(self.log, self.ends,
+                                                                                            strict=True)]
+
+    def between(self, partition: int, lo: int, hi: int) -> list[Record]:
+        """The records of ``partition`` at offsets ``[lo, hi)`` (offsets may have gaps)."""
+        return [r for r in self.log[partition] if lo <= r.offset < hi]
 
 
 @dataclass
@@ -61,19 +81,16 @@ class TopicModel(RawLog):
     cursor: ModelCursor | None = None
     stamped: dict[tuple[int, int], int] = field(default_factory=dict)  # every delete horizon a run stored
 
-    def next_offsets(self) -> list[int]:
-        return [len(records) for records in self.log]
-
     # --- compaction -------------------------------------------------------------------------------
 
     def horizons_at(self, now_ms: int, settings: ModelSettings, previous: list[int]) -> list[int]:
         out = []
         for p in range(self.partitions):
-            end = len(self.log[p])
+            end = self.next_offsets()[p]
             limit = end
             if settings.min_lag_ms > 0:
                 cutoff = now_ms - settings.min_lag_ms
-                limit = next((r.offset for r in self.log[p][previous[p]:] if r.timestamp_ms > cutoff), end)
+                limit = next((r.offset for r in self.between(p, previous[p], end) if r.timestamp_ms > cutoff), end)
             out.append(max(previous[p], min(end, limit)))
         return out
 
@@ -85,7 +102,7 @@ class TopicModel(RawLog):
         before = dict(rows)
         latest: dict[tuple[int, bytes], Record] = {}
         for p in range(self.partitions):
-            for r in self.log[p][previous[p]:horizons[p]]:
+            for r in self.between(p, previous[p], horizons[p]):
                 if r.key is not None:
                     current = latest.get((p, r.key))
                     if current is None or settings.rank(r) > settings.rank(current):
@@ -110,7 +127,7 @@ class TopicModel(RawLog):
                 del rows[key]
         # new rows come in
         for p in range(self.partitions):
-            for r in self.log[p][previous[p]:horizons[p]]:
+            for r in self.between(p, previous[p], horizons[p]):
                 if r.key is None:
                     if settings.null_key == "retain":
                         rows[(p, r.offset)] = CompactedRow(r, None)
@@ -133,7 +150,9 @@ class TopicModel(RawLog):
                         settings: ModelSettings) -> list[tuple[Record, int | None]]:
         """The rows (with their delete horizons) of one full compaction of raw offsets ``[start, horizon)`` at
         ``now``: every tombstone it keeps is stamped ``now + delete.retention.ms``."""
-        fresh = TopicModel(self.partitions, [records[: horizons[p]] for p, records in enumerate(self.log)])
+        fresh = TopicModel(self.partitions, [[r for r in records if r.offset < horizons[p]]
+                                             for p, records in enumerate(self.log)],
+                           ends=list(horizons))
         fresh.cursor = ModelCursor(list(start), list(start), {})
         fresh.compact(now_ms, replace(settings, min_lag_ms=0))
         return fresh.compacted_rows()
@@ -148,7 +167,7 @@ class TopicModel(RawLog):
             if self.cursor:
                 out.extend(sorted((row.record for (q, _), row in self.cursor.rows.items() if q == p),
                                   key=lambda r: r.offset))
-            out.extend(self.log[p][horizon:])
+            out.extend(r for r in self.log[p] if r.offset >= horizon)
         return out
 
     def compacted_rows(self) -> list[tuple[Record, int | None]]:

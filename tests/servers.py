@@ -28,15 +28,17 @@ STOP_TIMEOUT_S = 30
 
 
 def start_server(script: str, directory: Path, *args: str, env: Mapping[str, str] | None = None,
-                 key: str) -> tuple[str, int]:
+                 key: str, values: dict[str, str] | None = None) -> tuple[str, int]:
     """Run ``infra/<script>`` for ``directory``; return the value of its first output line ``key=VALUE`` and the
-    process id it wrote."""
+    process id it wrote (and put every ``KEY=VALUE`` line it printed in ``values``)."""
     done = subprocess.run([str(ROOT / "infra" / script), str(directory), *args], check=False, capture_output=True,
                           text=True, timeout=180, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise RuntimeError(f"infra/{script} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     first = done.stdout.splitlines()[0]
     name, _, value = first.partition("=")
+    if values is not None:
+        values.update(line.partition("=")[::2] for line in done.stdout.splitlines() if "=" in line)
     assert name == key, f"infra/{script} printed {first!r} first, expected {key}=..."
     pid_file = {"kafka-server.sh": "kafka.pid", "rest-catalog-server.sh": "rest.pid",
                 "kafka-connect.sh": "connect.pid"}[script]
@@ -61,11 +63,15 @@ def stop_server(pid: int) -> None:
 
 @dataclass(frozen=True)
 class KafkaBroker:
-    """A running broker: its bootstrap address, directory (data, logs) and process id."""
+    """A running broker: its bootstrap address, directory (data, logs) and process id, and a second listener that
+    takes SASL/PLAIN with one user (``sasl_user``, ``sasl_password``), for credentials a source refuses."""
 
     bootstrap: str
     directory: Path
     pid: int
+    sasl_bootstrap: str | None = None
+    sasl_user: str = "mirror"
+    sasl_password: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,9 +170,12 @@ KAFKA_TEST_CONFIG = ("log.cleaner.backoff.ms=200",)
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     directory = tmp_path_factory.mktemp("kafka")
     args = [a for setting in KAFKA_TEST_CONFIG for a in ("--config", setting)]
-    bootstrap, pid = start_server("kafka-server.sh", directory, *args, key="bootstrap")
+    password = f"pw-{uuid.uuid4().hex}"
+    values: dict[str, str] = {}
+    bootstrap, pid = start_server("kafka-server.sh", directory, *args, key="bootstrap", values=values,
+                                  env={"KAFKA_SASL_PLAIN_USERS": f"mirror:{password}"})
     try:
-        yield KafkaBroker(bootstrap, directory, pid)
+        yield KafkaBroker(bootstrap, directory, pid, values["sasl_bootstrap"], "mirror", password)
     finally:
         stop_server(pid)
 

@@ -29,7 +29,7 @@ def test_status_without_a_cursor(lake: Lake) -> None:
         "topic", "now_ms", "policy", "next_offsets", "log_start_offsets", "horizons", "next_horizons", "cursor",
         "retained_cursors", "clean_bytes", "dirty_bytes", "dirty_ratio", "cleanable_records",
         "oldest_dirty_timestamp_ms", "oldest_dirty_age_ms", "max_compaction_delay_ms", "compaction_lag_ms", "due",
-        "due_reason", "per_partition", "settings", "metrics", "groups"]
+        "due_reason", "per_partition", "settings", "metrics", "groups", "mirror"]
     assert set(INTERFACE_FIELDS) <= set(empty.as_json())
     assert list(empty.as_json()["metrics"]) == ["last_compaction", "last_run_time_ms", "dirty_ratio"]
     assert empty.due is False and "nothing cleanable" in empty.due_reason

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from compactor.cli import consuming, maintenance, produce_read, topic_verbs
+from compactor.cli import consuming, maintenance, mirroring, produce_read, topic_verbs
 from compactor.errors import CompactorError, UsageError
 from compactor.iceberg.catalog import first_line
 from compactor.progress import LOG_LEVELS, parse_log_level
 
 # Every verb registers itself the same way: a module with ``register(subparsers)`` whose parsers set ``handler``.
-VERB_MODULES = (topic_verbs, produce_read, maintenance, consuming)
+VERB_MODULES = (topic_verbs, produce_read, maintenance, consuming, mirroring)
 
 
 def build_parser() -> argparse.ArgumentParser:

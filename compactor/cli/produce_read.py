@@ -61,7 +61,8 @@ def produce(args: argparse.Namespace) -> int:
                 if batch_id is not None and args.batch_records:
                     batch_id = f"{batch_id}.{number}"
                 outcome = produce_stream(topic, group, batch_id=batch_id, now_ms=args.now_ms,
-                                         keep_offsets=args.keep_offsets, placements=Placements(spool=True),
+                                         keep_offsets=args.keep_offsets,
+                                         placements=Placements(spool=True, keep_ranks=args.keep_offsets),
                                          on_chunk=_reporter(progress))
                 try:
                     _print(outcome, output)
@@ -165,7 +166,8 @@ def register(verbs: Any) -> None:
     producing.add_argument("--batch-id", help="idempotence key: re-sending a committed batch appends nothing "
                            "(within producer.id.expiration.ms)")
     producing.add_argument("--keep-offsets", action="store_true",
-                           help="mirror: keep the offsets the input carries; they must continue each partition")
+                           help="keep the offsets the input carries: per partition they continue N_p densely "
+                           "(with gaps allowed on a mirrored topic)")
     producing.add_argument("--batch-records", type=int, metavar="N",
                            help="commit every N records as its own atomic batch (batch ids ID.0, ID.1, ...)")
     producing.add_argument("--engine", choices=["python", "spark"], default="python",

@@ -93,6 +93,21 @@ def range_bytes(raw: RawSnapshotView, partition: int, start: int, end: int) -> i
     return total
 
 
+def range_records(raw: RawSnapshotView, partition: int, start: int, end: int) -> int:
+    """How many records ``[start, end)`` of ``partition`` holds, for a mirrored topic, whose offsets may have gaps (a
+    produced topic's count is ``end - start``): the record counts of the files wholly inside the range, plus the
+    offsets of the (at most two) files that straddle its ends, read."""
+    tasks, reader = raw.tasks(partition, start, end, (ts.OFFSET,))
+    total = 0
+    for task in tasks:
+        lo, hi = task_range(task)
+        if lo >= start and hi < end and not task.delete_files:
+            total += int(task.file.record_count)
+        else:
+            total += sum(batch.num_rows for batch in _batches(reader, task))
+    return total
+
+
 def bytes_at(raw: RawSnapshotView, partition: int, offset: int, next_offset: int, cumulative: int) -> int:
     """Cumulative logical bytes of offsets ``[0, offset)``, given those of ``[0, next_offset)``.
 

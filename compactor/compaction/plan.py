@@ -46,6 +46,9 @@ class CompactionPlan:
     rewrite_reason: str | None         # why the view is written afresh (None: deletes plus appends)
     trim_before_ms: int | None = None  # delete,compact retention: remove compacted rows older than this
     strategy_changed: bool = False     # the cursor was built under another compaction.strategy: rewrite
+    # A mirrored topic's offsets may have gaps: its records per range, counted from the files (``partition,
+    # count``); a produced topic's are dense, so a range's records are its width.
+    range_counts: tuple[tuple[int, int], ...] = ()
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
@@ -53,8 +56,14 @@ class CompactionPlan:
         return {p: (lo, hi) for p, (lo, hi) in enumerate(zip(self.previous, self.horizons, strict=True)) if hi > lo}
 
     @property
+    def range_records(self) -> dict[int, int]:
+        """``partition -> how many raw records its new range holds`` (its width, or counted: ``range_counts``)."""
+        counted = dict(self.range_counts)
+        return {p: counted.get(p, hi - lo) for p, (lo, hi) in self.ranges.items()}
+
+    @property
     def records_in_range(self) -> int:
-        return sum(hi - lo for lo, hi in self.ranges.values())
+        return sum(self.range_records.values())
 
     @property
     def partitions(self) -> int:
@@ -78,7 +87,7 @@ class CompactionPlan:
     @property
     def hash_keys(self) -> bool:
         """Whether joins on the winning keys may hold one partition's keys in a task's memory."""
-        return max((hi - lo for lo, hi in self.ranges.values()), default=0) <= HASH_KEYS_LIMIT
+        return max(self.range_records.values(), default=0) <= HASH_KEYS_LIMIT
 
     @property
     def contests_view(self) -> bool:

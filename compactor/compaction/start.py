@@ -9,20 +9,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import Layout, choose_layout, estimate_work, task_slots
-from compactor.compaction.horizons import RawSnapshotView, compute_horizons
+from compactor.compaction.horizons import RawSnapshotView, compute_horizons, range_records
 from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons, timestamp_bounds
 from compactor.compaction.scratch import drop_stale_scratch, scratch_identifier
 from compactor.compaction.staging import create_stage_branch, ensure_base_branch, stage_branch
 from compactor.cursor import MAIN, Cursor, parse_cursor
 from compactor.cursor.table import ensure_compacted_table
-from compactor.errors import CursorCorruptError, PolicyError
+from compactor.errors import PolicyError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import ranges
 from compactor.progress import Progress
@@ -57,10 +57,7 @@ def pin(topic: Topic) -> Pinned:
     raw = RawSnapshotView(topic.table, snapshot.snapshot_id if snapshot else None)
     view_table = ensure_compacted_table(topic)
     head = view_table.metadata.snapshot_by_name(MAIN)
-    cursor = parse_cursor(head) if head is not None else None
-    if cursor is not None and cursor.partitions != offsets.partitions:
-        raise CursorCorruptError(f"cursor {cursor.snapshot_id} has {cursor.partitions} partitions; "
-                                 f"{topic.name} has {offsets.partitions}")
+    cursor = parse_cursor(head).widened(offsets.partitions) if head is not None else None  # a mirror may grow
     return Pinned(raw, view_table, cursor, offsets, settings)
 
 
@@ -76,6 +73,10 @@ def plan_run(pinned: Pinned, now_ms: int, progress: Progress, *, force_rewrite: 
     plan = make_plan(raw_snapshot_id=pinned.raw.snapshot_id, cursor=pinned.cursor, offsets=pinned.offsets,
                      horizons=horizons, settings=pinned.settings, now_ms=now_ms, force_rewrite=force_rewrite,
                      trim_before_ms=trim_before_ms)
+    if pinned.offsets.gapped and plan.ranges:  # a mirrored topic: a range's width is not its record count
+        with translate_storage_errors("planning a compaction"):
+            plan = replace(plan, range_counts=tuple((p, range_records(pinned.raw, p, lo, hi))
+                                                    for p, (lo, hi) in plan.ranges.items()))
     if plan.has_work:
         progress.phase("plan", "pinned raw snapshot and cursor", raw_snapshot_id=plan.raw_snapshot_id,
                        cursor=plan.cursor.snapshot_id if plan.cursor else None, mode=plan.mode,
@@ -118,7 +119,7 @@ def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,
     for data_file in view_files:
         partition = int(data_file.partition[0])
         view_rows[partition] = view_rows.get(partition, 0) + int(data_file.record_count)
-    work = estimate_work({p: hi - lo for p, (lo, hi) in plan.ranges.items()}, view_rows, plan.partitions,
+    work = estimate_work(plan.range_records, view_rows, plan.partitions,
                          rewrite=plan.rewrite_reason is not None)
     chosen = choose_layout(work, slots, raw_bytes=sum(f.size_bytes for f in raw_files),
                            view_bytes=sum(int(f.file_size_in_bytes) for f in view_files), force=force)

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor import properties as props
-from compactor.compaction.horizons import RawSnapshotView, bytes_at, compute_horizons, min_timestamp_ms
+from compactor.compaction.horizons import (
+    RawSnapshotView,
+    bytes_at,
+    compute_horizons,
+    min_timestamp_ms,
+    range_records,
+)
 from compactor.cursor import Cursor
 from compactor.errors import TopicCorruptError
 from compactor.results import JsonResult
@@ -93,7 +99,8 @@ def assess(raw: RawSnapshotView, offsets: PartitionOffsets, properties: Any, set
         dirty = bytes_at(raw, p, end, nxt, cumulative[p]) - at_start if end > start else 0
         first_ts = min_timestamp_ms(raw, p, start, end) if end > start else None
         dirty_total += max(dirty, 0)
-        cleanable += max(end - start, 0)
+        if end > start:
+            cleanable += range_records(raw, p, start, end) if offsets.gapped else end - start
         if first_ts is not None:
             oldest = first_ts if oldest is None else min(oldest, first_ts)
         rows.append(PartitionDirt(p, start, end, max(dirty, 0), first_ts))

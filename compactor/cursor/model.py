@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyiceberg.table.snapshots import Snapshot
@@ -93,6 +93,20 @@ class Cursor:
     def strategy(self) -> Strategy:
         """The ``compaction.strategy`` this cursor's view was built with (``offset`` for older cursors)."""
         return Strategy.from_settings(self.settings)
+
+    def widened(self, partitions: int) -> Cursor:
+        """This cursor for a topic of ``partitions`` partitions: a mirrored topic follows its source, whose
+        partition count only grows, so partitions added since this run have no compacted rows and horizon 0
+        (their whole log is the raw tail). More partitions than the topic has is a corrupt cursor."""
+        if partitions == self.partitions:
+            return self
+        if partitions < self.partitions:
+            raise CursorCorruptError(f"cursor {self.snapshot_id} has {self.partitions} partitions; the topic has "
+                                     f"{partitions}")
+        more = (0,) * (partitions - self.partitions)
+        at_horizon = self.bytes_at_horizon + more if len(self.bytes_at_horizon) == self.partitions else ()
+        return replace(self, horizons=self.horizons + more, compacted_start=self.compacted_start + more,
+                       raw_next_offsets=self.raw_next_offsets + more, bytes_at_horizon=at_horizon)
 
     def horizons_dict(self) -> dict[str, int]:
         return {str(p): h for p, h in enumerate(self.horizons)}

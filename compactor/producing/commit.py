@@ -8,11 +8,15 @@ A batch is staged first (its data files written with offsets ``N_p + rank``: ``p
    ``V``'s batch-id record (``batch_ids.committed_batch``: another sender of the id may have committed in
    between, see ``producing.replay``); found within ``producer.id.expiration.ms``, the staged files are
    discarded and the original batch's entry returned, as a replay;
-2. a mirror batch must start exactly at each ``N_p``; any other batch whose files were written for other ``N_p``
-   has them rewritten (``Staged.files_for``: the one time the commit goes back to the files);
+2. a batch that carries its offsets must start exactly at each ``N_p`` (at or above it on a mirrored topic,
+   whose offsets may have gaps), and its files are never rewritten; any other batch whose files were written
+   for other ``N_p`` has them rewritten (``Staged.files_for``: the one time the commit goes back to the files),
+   and a mirrored topic refuses it;
 3. one commit (``iceberg.commits.commit``) adds the append snapshot (``iceberg.snapshots.build_append``),
-   moves ``main`` **only if ``main`` is still ``V``'s**, sets the new ``N_p``, log bytes and batch-id record,
-   and drops the snapshot entries outside the raw snapshot window (``topics.window``).
+   moves ``main`` **only if ``main`` is still ``V``'s**, sets the new ``N_p`` (for a carried batch: one past its
+   last offset, or the source position a mirror records, whichever is higher), log bytes, batch-id record
+   and any properties the batch brings (a mirror's record of its source), and drops the snapshot entries
+   outside the raw snapshot window (``topics.window``).
 
 A lost race (``main`` moved) discards this attempt's metadata files, re-reads the topic and goes back to step
 1, up to ``max_attempts``, then fails with "append conflict" having written nothing. A commit whose outcome
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,7 +46,7 @@ from compactor.iceberg.snapshots import build_append
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.producing.batch_ids import BatchEntry, BatchIdRecord, committed_batch
 from compactor.producing.partitioning import mirror_error
-from compactor.producing.replay import BatchStart
+from compactor.producing.replay import BatchStart, refused_without_offsets
 from compactor.topics.state import encode_offsets, read_offsets
 from compactor.topics.topic import Topic
 from compactor.topics.window import SnapshotWindow
@@ -62,7 +67,9 @@ class Staged(Protocol):
 @dataclass(frozen=True)
 class BatchCommit:
     """What to commit: the staged files (``files``, written for the base offsets ``base``), the batch's
-    per-partition counts and bytes, and how to commit it."""
+    per-partition counts and bytes, and how to commit it. A batch that carries its offsets (``mirror``) says where
+    each partition's rows start (``first``, -1 where it has none) and the ``N_p`` it leaves (``ends``);
+    ``properties`` gives further properties to set, from the table's current ones."""
 
     staged: Staged
     files: tuple[DataFile, ...]
@@ -74,6 +81,9 @@ class BatchCommit:
     operation: str = "produce"
     mirror: bool = False
     fresh_id: bool = False
+    first: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    properties: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -135,24 +145,30 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit, planned: BatchStart
             batch.staged.discard()
             return (found, None), staged
     base = np.asarray(state.next_offsets, np.int64)
-    touched = np.nonzero(batch.counts)[0]
-    moved = touched[base[touched] != staged.base[touched]]
-    if len(moved) and batch.mirror:
-        p = int(moved[0])
-        raise mirror_error(p, int(base[p]), int(staged.base[p]))
-    if len(moved):  # another append moved N_p since the files were written: rewrite them (step 2)
-        staged = _Files(base, tuple(batch.staged.files_for(table, base)))
-    new_next = encode_offsets((base + batch.counts).tolist())
+    if batch.mirror:  # carried offsets never move: the files stay as written (step 2)
+        _check_carried(batch, staged.base, base, gaps=state.gapped)
+        ends = np.maximum(base, batch.ends if batch.ends is not None else base + batch.counts)
+    else:
+        if state.gapped:
+            raise refused_without_offsets(topic)
+        touched = np.nonzero(batch.counts)[0]
+        if (base[touched] != staged.base[touched]).any():  # another append moved N_p: rewrite the files (step 2)
+            staged = _Files(base, tuple(batch.staged.files_for(table, base)))
+        ends = base + batch.counts
+    new_next = encode_offsets(ends.tolist())
     summary = {props.SUMMARY_OPERATION: batch.operation, props.SUMMARY_NOW: str(batch.now_ms),
                props.NEXT_OFFSETS_PROPERTY: new_next}
     if batch.batch_id is not None:
         summary[props.SUMMARY_BATCH_ID] = batch.batch_id
     parent = table.current_snapshot()
     built = build_append(table, parent, staged.files, summary)
-    entry = BatchEntry.of(batch.batch_id, batch.now_ms, built.snapshot.snapshot_id, planned.rr_start, base.tolist(),
-                          batch.counts.tolist())
+    first = base if batch.first is None else np.where(batch.first >= 0, batch.first, base)
+    entry = BatchEntry.of(batch.batch_id, batch.now_ms, built.snapshot.snapshot_id, planned.rr_start,
+                          first.tolist(), batch.counts.tolist())
     updated = {props.NEXT_OFFSETS_PROPERTY: new_next, props.LOGICAL_BYTES_PROPERTY: encode_offsets(
         (np.asarray(state.logical_bytes, np.int64) + batch.sizes).tolist())}
+    if batch.properties is not None:
+        updated.update(batch.properties(properties))
     written = list(built.written)
     if batch.batch_id is not None:
         record, segment_files = BatchIdRecord.of(properties).with_entry(table, entry, batch.now_ms, window_ms)
@@ -175,6 +191,16 @@ def _attempt(topic: Topic, table: Table, batch: BatchCommit, planned: BatchStart
         delete_uncommitted(table.io, written)  # ``commit`` resolved any ambiguity: this commit did not land
         raise
     return (entry, committed), staged
+
+
+def _check_carried(batch: BatchCommit, staged_base: np.ndarray, base: np.ndarray, *, gaps: bool) -> None:
+    """A carried batch's rows must start at each touched partition's ``N_p`` (at or above it with ``gaps``)."""
+    first = batch.first if batch.first is not None else staged_base
+    touched = np.nonzero(batch.counts)[0]
+    wrong = touched[(first[touched] < base[touched]) if gaps else (first[touched] != base[touched])]
+    if len(wrong):
+        p = int(wrong[0])
+        raise mirror_error(p, int(base[p]), int(first[p]), gaps=gaps)
 
 
 def _backoff(attempt: int) -> None:

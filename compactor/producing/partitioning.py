@@ -125,23 +125,67 @@ class BatchPlan:
         return ranks, grouping
 
 
-def check_mirror(batch: pa.RecordBatch, partitions: np.ndarray, ranks: np.ndarray,
-                 base: Sequence[int] | np.ndarray, rows: RowNumbers) -> None:
-    """A mirror batch's rows must carry exactly ``N_p, N_p + 1, ...`` per partition, in input order."""
-    given = batch.column(OFFSET).to_numpy(zero_copy_only=False)
-    expected = np.asarray(base, np.int64)[partitions] + ranks
-    wrong = np.nonzero(given != expected)[0]
-    if len(wrong):
-        i = int(wrong[0])
-        raise mirror_error(int(partitions[i]), int(expected[i]), int(given[i]), rows.of(i), rows.unit)
+class CarriedOffsets:
+    """The offsets a batch carries (``keep_offsets``: a mirror's), checked chunk by chunk in input order.
+
+    SEMANTICS section 1: per partition they strictly increase in input order and are dense from exactly ``N_p``
+    (``base``) or, on a mirrored topic (``gaps``), start at or above it. ``ranks`` turns them into the ranks the
+    batch's files are written with (offset ``base_p + rank``) and the ranks its result is resolved with (offset
+    ``first_p + rank``: the batch's entry records each partition's first offset), and ``first`` / ``ends`` say
+    where each partition's rows start and the ``N_p`` they leave. ``check=False`` (a re-sent batch id, which
+    appends nothing) only computes the ranks.
+    """
+
+    def __init__(self, base: Sequence[int] | np.ndarray, *, gaps: bool, check: bool = True) -> None:
+        self.base = np.asarray(base, np.int64)
+        self.gaps = gaps
+        self.check = check
+        self.first = np.full(len(self.base), -1, np.int64)
+        self.last = self.base - 1  # the offset each partition's next row must exceed
+
+    def ranks(self, batch: pa.RecordBatch, partitions: np.ndarray, planned: np.ndarray, rows: RowNumbers,
+              grouping: Grouping) -> tuple[np.ndarray, np.ndarray]:
+        """The ranks of one chunk's rows for its files (offset minus ``base``) and for its result (offset minus
+        ``first``), checked; ``planned`` are the dense ranks."""
+        given = batch.column(OFFSET).to_numpy(zero_copy_only=False).astype(np.int64)
+        if self.check and not self.gaps:
+            expected = self.base[partitions] + planned
+            wrong = np.nonzero(given != expected)[0]
+            if len(wrong):
+                i = int(wrong[0])
+                raise mirror_error(int(partitions[i]), int(expected[i]), int(given[i]), rows.of(i), rows.unit)
+        for p, members in grouping.groups():
+            offsets = given[members]
+            if self.check and self.gaps:
+                previous = np.concatenate(([self.last[p]], offsets[:-1]))
+                wrong = np.nonzero(offsets <= previous)[0]
+                if len(wrong):
+                    i = int(members[wrong[0]])
+                    raise mirror_error(p, int(previous[wrong[0]]) + 1, int(given[i]), rows.of(i), rows.unit,
+                                       gaps=True)
+            if self.first[p] < 0:
+                self.first[p] = offsets[0]
+            self.last[p] = offsets[-1]
+        return given - self.base[partitions], given - self.first[partitions]
+
+    @property
+    def ends(self) -> np.ndarray:
+        """The ``N_p`` each partition's rows leave: one past its last row (``base`` where it has none)."""
+        return self.last + 1
 
 
-def mirror_error(partition: int, expected: int, found: int, line: int | None = None,
-                 unit: str = "row") -> InvalidRecordError:
+def mirror_error(partition: int, expected: int, found: int, line: int | None = None, unit: str = "row", *,
+                 gaps: bool = False) -> InvalidRecordError:
+    """A batch's carried offset where another was expected (``gaps``: at least ``expected``)."""
+    if gaps:
+        return InvalidRecordError(
+            f"partition {partition}: expected an offset of at least {expected}, found {found} (an overlap); offsets "
+            "must strictly increase per partition from its next offset. Nothing was written", line, unit)
     what = "a gap" if found > expected else "an overlap"
     return InvalidRecordError(
-        f"partition {partition}: expected offset {expected}, found {found} ({what}); a mirror batch must continue "
-        f"each partition densely from its next offset. Nothing was written", line, unit)
+        f"partition {partition}: expected offset {expected}, found {found} ({what}); a batch that keeps its "
+        "offsets must continue each partition densely from its next offset (gaps only on a mirrored topic). "
+        "Nothing was written", line, unit)
 
 
-__all__ = ["BatchPlan", "Grouping", "check_mirror", "mirror_error"]
+__all__ = ["BatchPlan", "CarriedOffsets", "Grouping", "mirror_error"]

@@ -4,7 +4,9 @@ During staging every row gets a partition code (``p`` for keyed or explicitly pl
 keyless ones, which follow the round-robin start). After the commit the codes are replayed in input order with
 running per-partition counters to give ``(partition, offset)`` per row. Keeping only an int32 per row (in
 memory, or spooled to a temporary file for streamed input) means no Python object per record, and lets a
-re-sent batch be replayed onto the original placement even if its keyless rows started elsewhere.
+re-sent batch be replayed onto the original placement even if its keyless rows started elsewhere. A batch
+that carries its offsets may have gaps (a mirrored topic), which counters cannot replay: its ranks (offset
+minus base) are kept as well, spooled beside the codes (``keep_ranks``).
 """
 
 from __future__ import annotations
@@ -29,19 +31,27 @@ def encode(partitions: np.ndarray, keyless: np.ndarray) -> np.ndarray:
 class Placements:
     """Partition codes of one batch in input order, in memory or spooled to a temporary file."""
 
-    def __init__(self, spool_dir: str | None = None, *, spool: bool = False) -> None:
+    def __init__(self, spool_dir: str | None = None, *, spool: bool = False, keep_ranks: bool = False) -> None:
         self._chunks: list[np.ndarray] = []
         self._ranks: list[np.ndarray] | None = None if spool else []
         self._file: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._rank_file: tempfile._TemporaryFileWrapper[bytes] | None = None
         if spool:
             self._file = tempfile.NamedTemporaryFile(prefix="compactor-placements-", dir=spool_dir)  # noqa: SIM115
+            if keep_ranks:
+                self._rank_file = tempfile.NamedTemporaryFile(  # noqa: SIM115
+                    prefix="compactor-ranks-", dir=spool_dir)
         self.rows = 0
 
     def append(self, codes: np.ndarray, ranks: np.ndarray | None = None) -> None:
-        """Add a chunk's codes (and, in memory, its ranks within partitions, which spare ``resolve`` a sort)."""
+        """Add a chunk's codes (and, in memory or with ``keep_ranks``, its ranks within partitions, which spare
+        ``resolve`` a sort, and replay carried offsets)."""
         self.rows += len(codes)
         if self._file is not None:
             self._file.write(codes.astype("<i4").tobytes())
+            if self._rank_file is not None:
+                assert ranks is not None, "keep_ranks needs every chunk's ranks"
+                self._rank_file.write(ranks.astype("<i8").tobytes())
             return
         self._chunks.append(codes)
         if self._ranks is not None and ranks is not None:
@@ -61,7 +71,17 @@ class Placements:
                     return
                 yield np.frombuffer(data, "<i4").astype(np.int32)
 
+    def _spooled_ranks(self) -> Iterator[np.ndarray]:
+        assert self._rank_file is not None
+        self._rank_file.flush()
+        with Path(self._rank_file.name).open("rb") as stream:
+            while data := stream.read(SPOOL_CHUNK_ROWS * 8):
+                yield np.frombuffer(data, "<i8").astype(np.int64)
+
     def close(self) -> None:
+        if self._rank_file is not None:
+            self._rank_file.close()
+            self._rank_file = None
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -71,8 +91,10 @@ class Placements:
     def resolve(self, base: np.ndarray, partitions: int, rr_shift: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(partition, offset)`` arrays per chunk, in input order; keyless rows shifted by ``rr_shift``."""
         base = np.asarray(base, np.int64)
-        if rr_shift == 0 and self._ranks is not None:
-            for codes, ranks in zip(self._chunks, self._ranks, strict=True):
+        if rr_shift == 0 and (self._ranks is not None or self._rank_file is not None):
+            pairs = (zip(self._chunks, self._ranks, strict=True) if self._ranks is not None
+                     else zip(self.chunks(), self._spooled_ranks(), strict=True))
+            for codes, ranks in pairs:
                 parts = decode(codes, partitions)
                 yield parts, base[parts] + ranks
             return

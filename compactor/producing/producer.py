@@ -1,4 +1,5 @@
-"""Producing: append one atomic batch of records to a topic, with dense per-partition offsets (SEMANTICS 1).
+"""Producing: append one atomic batch of records to a topic, with per-partition offsets (SEMANTICS 1): assigned
+densely from ``N_p``, or carried by the batch (``keep_offsets``: a mirror's, with gaps on a mirrored topic).
 
 Three ways in, one path:
 
@@ -21,7 +22,7 @@ and leaves the topic unchanged; empty input commits nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from compactor.producing.arrow_input import (
 )
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
 from compactor.producing.files import StagedFiles
-from compactor.producing.partitioning import BatchPlan, Grouping, check_mirror
+from compactor.producing.partitioning import BatchPlan, CarriedOffsets, Grouping
 from compactor.producing.placements import Placements, encode
 from compactor.producing.produced import ProduceResult
 from compactor.producing.replay import start
@@ -58,37 +59,42 @@ STALE_AFTER_S = 1.0
 def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | None = None, now_ms: int | None = None,
                    keep_offsets: bool = False, placements: Placements | None = None,
                    max_attempts: int = DEFAULT_ATTEMPTS, fresh_id: bool = False, operation: str = "produce",
-                   on_chunk: Callable[[int], None] | None = None) -> ProduceResult:
+                   on_chunk: Callable[[int], None] | None = None, positions: Sequence[int] | None = None,
+                   properties: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None) -> ProduceResult:
     """Stage every chunk, then commit them as one atomic batch (see the module docstring).
 
     ``chunks`` are normalised input batches with the row numbers errors should use; ``placements`` keeps each
-    row's partition (default: in memory); ``on_chunk`` is called with the rows staged so far (progress).
+    row's partition (default: in memory); ``on_chunk`` is called with the rows staged so far (progress). A
+    mirror's batch (``keep_offsets``) also records its source positions in the same commit: each ``N_p``
+    becomes at least ``positions[p]``, and ``properties`` (given the table's current properties) sets more.
     """
     now = resolve_now_ms(now_ms)
     placements = placements or Placements()
-    planned = start(topic, batch_id, now, fresh_id=fresh_id)
+    planned = start(topic, batch_id, now, fresh_id=fresh_id, carries_offsets=keep_offsets)
     partitions, replaying = planned.partitions, planned.replaying
     plan = BatchPlan(partitions, planned.rr_start)
+    carried = CarriedOffsets(planned.base, gaps=planned.gaps, check=replaying is None) if keep_offsets else None
     files = StagedFiles(planned.table, planned.base, now)
     started = time.monotonic()
 
-    def planned_chunk(chunk: Chunk) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray, Grouping]:
+    def planned_chunk(chunk: Chunk) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray, np.ndarray, Grouping]:
         """Validate and plan one chunk (in the read-ahead thread, in input order: ``plan`` counts carry over)."""
         batch, rows = chunk
         sizes = batch_sizes(batch)
         validate(batch, sizes, partitions, planned.settings.max_message_bytes, rows, keep_offsets=keep_offsets)
         assigned = plan.assign(batch)
         ranks, grouping = plan.rank(assigned, sizes)
-        if keep_offsets and replaying is None:
-            check_mirror(batch, assigned, ranks, planned.base, rows)
+        placed = ranks
+        if carried is not None:  # the files' ranks from N_p, the result's from each partition's first offset
+            ranks, placed = carried.ranks(batch, assigned, ranks, rows, grouping)
         keyless = (batch.column(KEY).is_null().to_numpy(zero_copy_only=False)
                    & batch.column(PARTITION).is_null().to_numpy(zero_copy_only=False))
-        return batch, encode(assigned, keyless), ranks, grouping
+        return batch, encode(assigned, keyless), ranks, placed, grouping
 
     try:
         # reading, validating and hashing chunk k+1 overlap the writes of chunk k's files
-        for batch, codes, ranks, grouping in ahead(chunks, planned_chunk):
-            placements.append(codes, ranks)
+        for batch, codes, ranks, placed, grouping in ahead(chunks, planned_chunk):
+            placements.append(codes, placed)
             if replaying is None:
                 files.add(batch, ranks, grouping)
             if on_chunk is not None:
@@ -101,8 +107,11 @@ def produce_stream(topic: Topic, chunks: Iterable[Chunk], *, batch_id: str | Non
     if replaying is not None or plan.records == 0:
         files.discard()
         return ProduceResult.landed(replaying, True, 0, placements, partitions, planned.rr_start, now)
+    ends = None if carried is None else np.maximum(carried.ends, np.asarray(
+        positions if positions is not None else carried.ends, np.int64))
     batch = BatchCommit(files, tuple(files.data_files), files.base.copy(), plan.counts, plan.sizes, batch_id, now,
-                        operation, keep_offsets, fresh_id)
+                        operation, keep_offsets, fresh_id, carried.first if carried is not None else None, ends,
+                        properties)
     entry, duplicate, attempts = commit_batch(topic, batch, planned, max_attempts=max_attempts,
                                               refresh_first=time.monotonic() - started > STALE_AFTER_S)
     return ProduceResult.landed(entry, duplicate, attempts, placements, partitions, planned.rr_start, now)
@@ -114,8 +123,8 @@ def produce_arrow(topic: Topic, data: Any, *, batch_id: str | None = None, now_m
 
     Columns: ``key``, ``value`` (binary or text), optional ``partition``, ``timestamp_ms`` (integer or timestamp),
     ``headers`` (list of ``{key, value}`` structs or ``[key, value]`` pairs); with ``keep_offsets`` every row
-    carries ``partition`` and ``offset`` and the batch must continue each partition's next offset densely (a
-    mirror of a Kafka topic). Errors name the offending row (1-based).
+    carries ``partition`` and ``offset``, which strictly increase per partition from its next offset: densely,
+    or with gaps on a mirrored topic (a copy of a Kafka topic). Errors name the offending row (1-based).
     """
     return produce_stream(topic, numbered_chunks(data, IN_MEMORY_CHUNK_ROWS), batch_id=batch_id, now_ms=now_ms,
                           keep_offsets=keep_offsets, max_attempts=max_attempts).materialise()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyiceberg.table import Table
 
-from compactor.errors import InvalidRecordError
+from compactor.errors import InputError, InvalidRecordError
 from compactor.producing.batch_ids import BatchEntry, committed_batch
 from compactor.topics.partitioner import murmur2
 from compactor.topics.settings import TopicSettings
@@ -53,24 +53,37 @@ class BatchStart:
     base: np.ndarray  # ``N_p`` per partition
     replaying: BatchEntry | None
     rr_start: int
+    gaps: bool = False  # a mirrored topic: carried offsets may have gaps (and every batch must carry them)
 
     @property
     def partitions(self) -> int:
         return len(self.base)
 
 
-def start(topic: Topic, batch_id: str | None, now_ms: int, *, fresh_id: bool = False) -> BatchStart:
+def start(topic: Topic, batch_id: str | None, now_ms: int, *, fresh_id: bool = False,
+          carries_offsets: bool = False) -> BatchStart:
     """Read the topic once and decide where the batch starts (see the module docstring). ``fresh_id``: the id
-    was generated for this batch, so it cannot have committed before."""
+    was generated for this batch, so it cannot have committed before. A mirrored topic takes only batches that
+    carry their offsets (``carries_offsets``)."""
     check_batch_id(batch_id)
     settings = topic.settings
     table = topic.table
     state = topic.offsets()
+    if state.gapped and not carries_offsets:
+        raise refused_without_offsets(topic)
     replaying = None
     if batch_id is not None and not fresh_id:
         replaying = committed_batch(table, batch_id, now_ms, settings.producer_id_expiration_ms)
     rr_start = replaying.rr_start if replaying else round_robin_start(batch_id, state.next_offsets, state.partitions)
-    return BatchStart(table, settings, np.asarray(state.next_offsets, np.int64), replaying, rr_start)
+    return BatchStart(table, settings, np.asarray(state.next_offsets, np.int64), replaying, rr_start, state.gapped)
 
 
-__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "round_robin_start", "start"]
+def refused_without_offsets(topic: Topic) -> InputError:
+    mirror = topic.mirror
+    source = f" of Kafka topic '{mirror.source}'" if mirror is not None else ""
+    return InputError(f"{topic.name} is a mirror{source}: its offsets are its source's, so it takes only batches "
+                      "that carry their offsets (produce --keep-offsets, keep_offsets=True). Nothing was written")
+
+
+__all__ = ["MAX_BATCH_ID_LENGTH", "BatchStart", "check_batch_id", "refused_without_offsets", "round_robin_start",
+           "start"]

@@ -55,12 +55,14 @@ def retention_caps(compacts: bool, retained_horizons: Sequence[Sequence[int]],
     """Per partition, the offset raw retention must stay below (``None``: no cap).
 
     Without ``compact`` nothing caps it. Under ``compact`` it is the lowest horizon among the retained cursors
-    (a cursor written for another partition count does not apply); with no such cursor nothing is compacted
-    yet, so the cap is the log start and nothing goes.
+    (a cursor written before a mirrored topic grew has horizon 0 in the partitions added since: nothing goes
+    there while it is retained; one written for more partitions than the topic has does not apply); with no
+    such cursor nothing is compacted yet, so the cap is the log start and nothing goes.
     """
     if not compacts:
         return [None] * len(log_starts)
-    applicable = [h for h in retained_horizons if len(h) == len(log_starts)]
+    count = len(log_starts)
+    applicable = [(*h, *[0] * (count - len(h))) for h in retained_horizons if len(h) <= count]
     return [min((h[p] for h in applicable), default=start) for p, start in enumerate(log_starts)]
 
 

@@ -60,6 +60,8 @@ class TopicDescription(JsonResult):
     compacted_metadata_location: str | None = None
     # The raw log table's current metadata.json (its identifier is ``table``), for the raw tail past the horizons.
     metadata_location: str | None = None
+    # A mirrored topic's Kafka source (its offsets are the source's, with gaps), or None for a produced topic.
+    mirror_of: str | None = None
 
 
 def erasure_bound(settings: TopicSettings) -> ErasureBound:
@@ -119,4 +121,5 @@ def describe_topic(topic: Topic) -> TopicDescription:
         compacted_table=topic.name.compacted_identifier if compacted_location else None,
         compacted_metadata_location=compacted_location,
         metadata_location=str(topic.table.metadata_location),
+        mirror_of=mirror.source if (mirror := topic.mirror) is not None else None,
     )

@@ -3,6 +3,11 @@
 Both live in table properties, so they change in the same commit as the append (or the retention) that
 moves them, and are read from one metadata version together with the snapshot they describe.
 ``N_p`` never decreases, even when retention empties a partition; ``LSO_p`` never decreases either.
+
+Offsets strictly increase per partition. A produced topic's are dense from 0, so ``[LSO_p, N_p)`` holds one
+record per offset; a mirrored topic's are its Kafka source's (``gapped``): an offset in ``[LSO_p, N_p)`` may hold
+no record, and ``N_p`` may lie past the last record (the mirror's position). Offset counts (lag) are then counts
+of offsets, as in Kafka, not of records.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from dataclasses import dataclass
 
 from compactor.errors import TopicCorruptError
 from compactor.properties import (
+    LOG_START_BYTES_PROPERTY,
     LOG_START_OFFSETS_PROPERTY,
     LOGICAL_BYTES_PROPERTY,
+    MIRROR_PROPERTY,
     NEXT_OFFSETS_PROPERTY,
     PARTITIONS_PROPERTY,
 )
+from compactor.topics.mirrored import MirrorState, is_mirrored
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class PartitionOffsets:
     next_offsets: tuple[int, ...]
     log_start_offsets: tuple[int, ...]
     logical_bytes: tuple[int, ...] = ()
+    gapped: bool = False  # a mirrored topic: offsets may have gaps (see the module docstring)
 
     @property
     def partitions(self) -> int:
@@ -73,4 +82,27 @@ def read_offsets(properties: Mapping[str, str]) -> PartitionOffsets:
     if any(s > n for s, n in zip(starts, next_offsets, strict=True)):
         raise TopicCorruptError("a log start offset lies past its partition's next offset")
     logical = decode_offsets(properties.get(LOGICAL_BYTES_PROPERTY, zeros), partitions, LOGICAL_BYTES_PROPERTY)
-    return PartitionOffsets(next_offsets, starts, logical)
+    return PartitionOffsets(next_offsets, starts, logical, is_mirrored(properties))
+
+
+def grown_properties(properties: Mapping[str, str], partitions: int) -> dict[str, str]:
+    """The per-partition properties of a topic grown to ``partitions`` partitions (the new ones empty: ``N_p``,
+    ``LSO_p`` and their byte counts 0), to be set in one commit. Only a mirrored topic grows, following its
+    source (SEMANTICS section 1); fewer partitions than it has is an error."""
+    offsets = read_offsets(properties)
+    if partitions < offsets.partitions:
+        raise TopicCorruptError(f"a topic never loses partitions: it has {offsets.partitions}, asked for "
+                                f"{partitions}")
+    more = [0] * (partitions - offsets.partitions)
+    out = {PARTITIONS_PROPERTY: str(partitions),
+           NEXT_OFFSETS_PROPERTY: encode_offsets([*offsets.next_offsets, *more]),
+           LOG_START_OFFSETS_PROPERTY: encode_offsets([*offsets.log_start_offsets, *more]),
+           LOGICAL_BYTES_PROPERTY: encode_offsets([*offsets.logical_bytes, *more])}
+    below = properties.get(LOG_START_BYTES_PROPERTY)
+    if below is not None:
+        out[LOG_START_BYTES_PROPERTY] = encode_offsets(
+            [*decode_offsets(below, offsets.partitions, LOG_START_BYTES_PROPERTY), *more])
+    state = MirrorState.of(properties)
+    if state is not None:
+        out[MIRROR_PROPERTY] = state.widened(partitions).to_property()
+    return out

@@ -20,13 +20,14 @@ from pyiceberg.table.snapshots import Snapshot
 
 from compactor import properties as props
 from compactor import schema as ts
-from compactor.errors import CommitConflictError, NotATopicError, TopicCorruptError
+from compactor.errors import CommitConflictError, InputError, NotATopicError, TopicCorruptError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.schema import OFFSET_FIELD_ID, TIMESTAMP_FIELD_ID
+from compactor.topics.mirrored import MirrorState
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings, validate_updates
-from compactor.topics.state import PartitionOffsets, read_offsets
+from compactor.topics.state import PartitionOffsets, grown_properties, read_offsets
 
 PROPERTY_COMMIT_ATTEMPTS = 10
 
@@ -89,6 +90,11 @@ class Topic:
         return read_offsets(self.properties)
 
     @property
+    def mirror(self) -> MirrorState | None:
+        """What a mirrored topic records of its Kafka source (``None``: the topic is not a mirror)."""
+        return MirrorState.of(self.properties)
+
+    @property
     def snapshot(self) -> Snapshot | None:
         return self.table.current_snapshot()
 
@@ -122,6 +128,24 @@ class Topic:
         """Set or remove the product's own (reserved) table properties, retrying on a racing commit."""
         self._commit_properties(lambda current: (dict(updates), [k for k in removals if k in current]),
                                 f"update {self.name}")
+
+    def add_partitions(self, partitions: int) -> None:
+        """Grow a mirrored topic to ``partitions`` partitions (its source's count, which only grows); the new
+        partitions start empty. A produced topic's partition count is fixed at create."""
+
+        def change(current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+            if MirrorState.of(current) is None:
+                raise InputError(f"{self.name} is not a mirror: its partition count is fixed at create")
+            if read_offsets(current).partitions >= partitions:
+                return {}, []
+            return grown_properties(current, partitions), []
+
+        self._commit_properties(change, f"add partitions to {self.name}")
+
+    def change_properties(self, change: Any, what: str) -> None:
+        """Commit ``change(current properties) -> (to set, to remove)`` on the latest metadata (no snapshot), the
+        change computed again on the refreshed table after a lost race."""
+        self._commit_properties(change, what)
 
     def _commit_properties(self, change: Any, what: str) -> None:
         """Commit ``change(current properties) -> (to set, to remove)`` on the latest metadata; a lost race is

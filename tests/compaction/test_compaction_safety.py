@@ -186,7 +186,7 @@ def test_producers_appending_during_a_run_lose_nothing(spark: SparkSession, lake
         result = compact_topic(lake, "s.t", now_ms=4000)
     assert result.horizons == {str(p): n for p, n in enumerate(pinned)}  # later appends are ignored ...
     truncated = TopicModel(model.partitions, [records[: pinned[p]] for p, records in enumerate(model.log)],
-                           model.cursor)
+                           cursor=model.cursor)
     truncated.compact(4000, SETTINGS)
     assert compacted_rows(lake, "s.t") == truncated.compacted_rows()
     model.cursor = truncated.cursor
@@ -238,7 +238,7 @@ def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession,
     assert len(stage_branches(lake)) == 1  # the killed run's staging branch: never read, removed by retention
     killed_run_tables = run_tables(lake)  # and its phase-1 table, dropped by retention once old enough
     assert len(killed_run_tables) == 1
-    assert view(lake, "s.t") == TopicModel(model.partitions, model.log, model.cursor).compacted_view()
+    assert view(lake, "s.t") == TopicModel(model.partitions, model.log, cursor=model.cursor).compacted_view()
     assert compact_topic(lake, "s.t", now_ms=4000).committed
     model.compact(4000, SETTINGS)
     assert compacted_rows(lake, "s.t") == model.compacted_rows()

@@ -93,6 +93,7 @@ def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     workdir = tmp_path / "readme"
     workdir.mkdir()
     (workdir / ".venv").symlink_to(ROOT / ".venv")  # `source .venv/bin/activate`, as after set-up
+    (workdir / "infra").symlink_to(ROOT / "infra")  # the project's scripts, as in a checkout (a local broker)
     report = tmp_path / "outcomes.json"
     result = subprocess.run([sys.executable, "-m", "tests.readme_blocks", str(workdir), str(report),
                              *map(str, paths)], cwd=ROOT, env=_environment(workdir), capture_output=True, text=True,
