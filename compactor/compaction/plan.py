@@ -86,10 +86,11 @@ class CompactionPlan:
     @property
     def small_range(self) -> bool:
         """Whether phase 2's queries may compute phase 1's winners themselves instead of reading a scratch table
-        (``context.RunContext.winners_inline``): a small range under ``offset`` (the winners are the keys' highest
-        offsets; no contest with the view)."""
-        return bool(self.ranges) and self.settings.strategy.by_offset and \
-            self.records_in_range <= INLINE_WINNERS_LIMIT
+        (``context.RunContext.winners_inline``), under ``offset`` (the winners are the keys' highest offsets; no
+        contest with the view): a small range, or any range of a first run (its only pass that needs the winners
+        is the append, so they are computed once either way)."""
+        return bool(self.ranges) and self.settings.strategy.by_offset and (
+            self.cursor is None or self.records_in_range <= INLINE_WINNERS_LIMIT)
 
     @property
     def contests_view(self) -> bool:

@@ -33,7 +33,7 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Force the way named by the test's ``path`` parameter (``scratch``: no range is small enough to go inline)
     and record, for each run's phase 1, whether it went inline."""
     if request.node.callspec.params["path"] == "scratch":
-        monkeypatch.setattr(plan, "INLINE_WINNERS_LIMIT", 0)
+        monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
     seen: list[bool] = []
     real = winners.find_winners
 
