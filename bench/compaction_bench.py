@@ -11,7 +11,9 @@ Figures, per partition count:
                table, written to an Iceberg table (the caller's session, Spark's defaults)
   floor        read the raw table once and write as many rows as compaction keeps, no shuffle
   full         the product's first compaction of the workload (layout chosen by cost)
-  incremental  the product's run after appending 1% more records (from the same cursor each repetition)
+  incremental  the product's run after appending 0.25%, 1% and 5% more records (``--append-shares``), each from
+               the same cursor every repetition, side by side with the `MERGE INTO` a user would keep instead,
+               copy-on-write and merge-on-read, each from the same snapshot (bench.merge_anchor)
   history      incremental after the same 1% append on 2x and 4x the history (should stay flat)
   layouts      (--compare-layouts) the full run forced to each layout, to measure their relative cost
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import time
@@ -27,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.eventlog import read_stages, reading_stages
+from bench.eventlog import StageFigures, read_stages, reading_stages, task_cpu_ms
+from bench.merge_anchor import cpu_figures, incremental_figures
 from bench.workload import BASE_TIME_MS, Workload, append
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.iceberg.commits import RefMove, commit
@@ -35,6 +39,16 @@ from compactor.lake import Lake
 from compactor.spark.session import get_or_create_session
 
 STANDARD_PARTITIONS = 4
+STANDARD_SHARE = 0.01  # BENCHMARK.md's incremental run: 1% more records
+
+
+def process_cpu_seconds(jvm_pid: int) -> float:
+    """CPU seconds so far of the Spark driver's JVM (in local mode, the executors too: every task, the planning,
+    the commits, the garbage collector) plus this Python process: the work of a figure whatever other processes
+    do to its wall time."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    fields = Path(f"/proc/{jvm_pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks + time.process_time()
 
 
 def summarise(values: list[float]) -> dict[str, Any]:
@@ -64,15 +78,21 @@ class Bench:
         self.catalog = self.lake.config.catalog_name
         self.now = BASE_TIME_MS + 10**10
         self.windows: list[tuple[str, int, int]] = []  # (figure, start ms, end ms): stages are matched by time
+        self.process_cpu: dict[str, float] = {}  # figure -> CPU seconds of the JVM and this process
+        self.jvm_pid = int(self.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
 
     def timed(self, label: str, fn: Callable[[], Any]) -> tuple[float, Any]:
-        """Run ``fn`` after a JVM garbage collection (so no figure pays for the last one's garbage)."""
+        """Run ``fn`` after a JVM garbage collection (so no figure pays for the last one's garbage); its process
+        CPU time (the driver's JVM, executors included in local mode, and this Python process) goes into
+        ``self.process_cpu``."""
         self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         time.sleep(0.2)
         start_ms = int(time.time() * 1000)
+        cpu = process_cpu_seconds(self.jvm_pid)
         started = time.perf_counter()
         result = fn()
         seconds = time.perf_counter() - started
+        self.process_cpu[label] = process_cpu_seconds(self.jvm_pid) - cpu
         self.windows.append((label, start_ms, int(time.time() * 1000)))
         return seconds, result
 
@@ -81,7 +101,9 @@ class Bench:
 
     def make_topic(self, name: str, workload: Workload) -> None:
         self.lake.catalog.create_namespace_if_not_exists("bench")
-        topic = self.lake.create_topic(name, partitions=workload.partitions, config={"cleanup.policy": "compact"})
+        # delete.retention.ms=0: tombstones go in the run that meets them, as the `MERGE INTO` anchor deletes them
+        topic = self.lake.create_topic(name, partitions=workload.partitions,
+                                       config={"cleanup.policy": "compact", "delete.retention.ms": "0"})
         started = time.perf_counter()
         append(topic, workload, workload.records, workload.seed)
         self.log(f"{name}: {workload.records:,} records in {workload.partitions} partition(s), "
@@ -143,7 +165,7 @@ class Bench:
         _, full_stats = self.full(raw, f"{tag}:warmup")
         fraction = full_stats["records_kept"] / full_stats["records_read"]
         self.floor(raw, fraction, f"{tag}:warmup")
-        figures: dict[str, list[float]] = {"naive": [], "floor": [], "full": [], "incremental": []}
+        figures: dict[str, list[float]] = {"naive": [], "floor": [], "full": []}
         steps: dict[str, Callable[[int], float]] = {
             "full": lambda rep: self.full(raw, f"{tag}:full:{rep}")[0],
             "floor": lambda rep: self.floor(raw, fraction, f"{tag}:floor:{rep}")}
@@ -161,27 +183,19 @@ class Bench:
                 layouts[layout] = summarise(runs)
                 self.log(f"{tag} full run forced {layout}: {statistics.median(runs):.2f}s")
             self.full(raw, f"{tag}:restore")
-        cursor = self.cursor_of(raw)
-        append(self.lake.topic(raw), base, int(a.records * a.append_share), seed=99)
-        self.incremental(raw, cursor, f"{tag}:warmup")
-        incremental_stats: dict[str, Any] = {}
-        for rep in range(a.repeats):
-            seconds, incremental_stats = self.incremental(raw, cursor, f"{tag}:incremental:{rep}")
-            figures["incremental"].append(seconds)
-        self.log(f"{tag}: incremental " + " ".join(f"{s:.2f}s" for s in figures["incremental"]))
-        ratios: dict[str, list[float]] = {"full/floor": [], "full/naive": [], "incremental/full": []}
+        ratios: dict[str, list[float]] = {"full/floor": [], "full/naive": []}
         for rep in range(a.repeats):
             ratios["full/floor"].append(figures["full"][rep] / figures["floor"][rep])
             if figures["naive"]:
                 ratios["full/naive"].append(figures["full"][rep] / figures["naive"][rep])
-            ratios["incremental/full"].append(figures["incremental"][rep] / figures["full"][rep])
-        history = {"1x": summarise(figures["incremental"])}
+        incremental = incremental_figures(self, raw, base, tag)
+        standard = incremental.get(f"{STANDARD_SHARE:g}")
+        history: dict[str, Any] = {"1x": standard["seconds"]["incremental"]} if standard else {}
         for multiplier in [m for m in a.history if m > 1]:
             history[f"{multiplier}x"] = self.history(partitions, multiplier)
         return {"workload": base.__dict__, "seconds": {k: summarise(v) for k, v in figures.items() if v},
                 "ratios": {k: summarise(v) for k, v in ratios.items() if v}, "history_incremental_seconds": history,
-                "forced_layouts_full_seconds": layouts, "full_stats": full_stats,
-                "incremental_stats": incremental_stats}
+                "incremental": incremental, "forced_layouts_full_seconds": layouts, "full_stats": full_stats}
 
     def history(self, partitions: int, multiplier: int) -> dict[str, Any]:
         a = self.args
@@ -191,20 +205,24 @@ class Bench:
         self.make_topic(name, bigger)
         seconds, _ = self.full(name, f"p{partitions}:history{multiplier}:first")
         start = self.cursor_of(name)
-        append(self.lake.topic(name), bigger, int(a.records * a.append_share), seed=199)
+        append(self.lake.topic(name), bigger, int(a.records * STANDARD_SHARE), seed=199)
         self.incremental(name, start, f"p{partitions}:history{multiplier}:warmup")
         runs = [self.incremental(name, start, f"p{partitions}:history{multiplier}:{rep}")[0]
                 for rep in range(a.repeats)]
         self.log(f"{name}: first compaction {seconds:.1f}s, incremental {statistics.median(runs):.2f}s (median)")
         return {**summarise(runs), "first_compaction_seconds": round(seconds, 3)}
 
-    def parallelism(self) -> dict[str, Any]:
-        """Per figure (last repetition of full and incremental): the stages that read data, from the event log."""
+    def stages(self) -> list[StageFigures]:
+        """Every stage of the application, from its event log (complete once the application stopped)."""
         logs = [p for p in self.events.iterdir() if not p.name.endswith(".inprogress")]
-        stages = read_stages(logs[0]) if logs else []
+        return read_stages(logs[0]) if logs else []
+
+    def parallelism(self, stages: list[StageFigures]) -> dict[str, Any]:
+        """Per figure (its last repetition): the stages that read data, from the event log."""
         out: dict[str, Any] = {}
         last = {label.rsplit(":", 1)[0]: (start, end) for label, start, end in self.windows
-                if label.split(":")[1] in ("full", "incremental", "naive")}
+                if label.rsplit(":", 1)[-1].isdigit() and any(
+                    figure in label for figure in ("full", "incremental", "naive", "merge"))}
         for figure, (start, end) in sorted(last.items()):
             found = reading_stages(stages, start, end)
             out[figure] = {"stages": [s.as_json() for s in found],
@@ -212,6 +230,7 @@ class Bench:
         return out
 
     def run(self) -> dict[str, Any]:
+        machine = {"cores": self.args.cores, "driver_memory": self.args.driver_memory}
         if self.args.strategy:
             from bench.strategy_bench import cpu_ratios, run_strategy
 
@@ -219,12 +238,21 @@ class Bench:
             self.spark.stop()
             for p in self.args.partitions:
                 results[f"partitions={p}"]["cpu_ratios"] = cpu_ratios(self, p, self.args.strategy)
-            return {"machine": {"cores": self.args.cores, "driver_memory": self.args.driver_memory},
-                    "append_share": self.args.append_share, "results": results, "parallelism": self.parallelism()}
+            return {"machine": machine, "results": results, "parallelism": self.parallelism(self.stages())}
         results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
         self.spark.stop()  # the event log is complete once the application ends
-        return {"machine": {"cores": self.args.cores, "driver_memory": self.args.driver_memory},
-                "append_share": self.args.append_share, "results": results, "parallelism": self.parallelism()}
+        stages = self.stages()
+        cpu = {"cpu_seconds": {label: task_cpu_ms(stages, start, end) / 1000 for label, start, end in self.windows},
+               "process_cpu_seconds": self.process_cpu}
+        reps = range(self.args.repeats)
+        for p in self.args.partitions:
+            tag, result = f"p{p}", results[f"partitions={p}"]
+            for kind, seconds in cpu.items():
+                result[kind] = {figure: summarise([seconds.get(f"{tag}:{figure}:{rep}", 0.0) for rep in reps])
+                                for figure in result["seconds"]}
+            for share, figures in cpu_figures(self, tag, cpu).items():
+                result["incremental"][share].update(figures)
+        return {"machine": machine, "results": results, "parallelism": self.parallelism(stages)}
 
 
 def main() -> None:
@@ -232,7 +260,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--partitions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
     parser.add_argument("--keys", type=int, default=2_000_000, help="distinct keys in all, spread over partitions")
-    parser.add_argument("--append-share", type=float, default=0.01)
+    parser.add_argument("--append-shares", type=lambda s: [float(x) for x in s.split(",")],
+                        default=[0.0025, STANDARD_SHARE, 0.05], help="appended records per incremental figure, "
+                        "as shares of --records, appended in this order")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--history", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     parser.add_argument("--compare-layouts", action="store_true", help="also time full runs forced to each layout")
@@ -249,8 +279,12 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    summary = {name: {"seconds": r["seconds"], "ratios": r["ratios"], "history": r.get("history_incremental_seconds"),
-                      "forced_layouts": r.get("forced_layouts_full_seconds"), "cpu_ratios": r.get("cpu_ratios")}
+    summary = {name: {"seconds": r["seconds"], "ratios": r["ratios"], "cpu_seconds": r.get("cpu_seconds"),
+                      "process_cpu_seconds": r.get("process_cpu_seconds"),
+                      "history": r.get("history_incremental_seconds"), "cpu_ratios": r.get("cpu_ratios"),
+                      "forced_layouts": r.get("forced_layouts_full_seconds"),
+                      "incremental": {share: {k: v for k, v in figures.items() if k != "records"}
+                                      for share, figures in r.get("incremental", {}).items()}}
                for name, r in result["results"].items()}
     print(json.dumps({"summary": summary, "parallelism": {k: v["largest_task_share"] for k, v in
                                                           result["parallelism"].items()}}, indent=2))

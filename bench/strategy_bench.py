@@ -27,7 +27,7 @@ STRATEGY_CONFIG = {"offset": {}, "timestamp": {"compaction.strategy": "timestamp
 
 def run_strategy(bench: Bench, partitions: int, strategy: str) -> dict[str, Any]:
     """Full and incremental runs by ``offset`` and by ``strategy`` on the same records, with their ratios."""
-    from bench.compaction_bench import summarise
+    from bench.compaction_bench import STANDARD_SHARE, summarise
 
     a = bench.args
     workload = Workload(records=a.records, partitions=partitions, keys_per_partition=a.keys // partitions,
@@ -49,7 +49,7 @@ def run_strategy(bench: Bench, partitions: int, strategy: str) -> dict[str, Any]
     cursors = {kind: bench.cursor_of(name) for kind, name in names.items()}
     stats: dict[str, Any] = {}
     for kind, name in names.items():
-        append(bench.lake.topic(name), workload, int(a.records * a.append_share), seed=99)
+        append(bench.lake.topic(name), workload, int(a.records * STANDARD_SHARE), seed=99)
         bench.incremental(name, cursors[kind], f"p{partitions}-{kind}:warmup")
     for rep in range(a.repeats):
         for kind in kinds[rep % 2:] + kinds[:rep % 2]:

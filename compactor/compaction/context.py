@@ -38,6 +38,13 @@ class RunContext:
     view_io: FileIO | None = None   # the compacted table's file IO (a REST catalog's vended credentials)
 
     @property
+    def winners_inline(self) -> bool:
+        """Whether phase 1 hands its winners to phase 2 as a DataFrame instead of a scratch table: a small range
+        (``CompactionPlan.small_range``) in the partitioned layout. (Sliced, the winners must be a table: Spark
+        replicates a table scan's partitions to the slices that join them, never a computed DataFrame's.)"""
+        return self.plan.small_range and not self.layout.sliced
+
+    @property
     def raw_table(self) -> str:
         """The topic's table as Spark names it."""
         return self.name.spark_identifier(self.catalog_name)

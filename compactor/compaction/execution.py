@@ -46,6 +46,11 @@ NARROW_VIEW_ROW = 0.25
 # Below this much work (records, or view rows at their relative cost) a run stays partitioned: slicing it
 # would add an exchange and more, smaller tasks for no gain.
 SLICED_MIN_WORK = 100_000
+# The fixed cost, in records, of a scratch table that a sliced run needs where a partitioned one could hand its
+# winners inline (``context.RunContext.winners_inline``): its job, creation, commit, scans and drop. Measured on
+# the standard workload in 1 partition after a 1% append (bench/README.md): partitioned and inline 2.6-3.7 s,
+# sliced with the table 3.7-4.2 s, where the estimates alone (510,000 against 331,000) favoured slicing.
+SCRATCH_WORK = 300_000
 
 # Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast
 # of anything built from keys or records (SEMANTICS section 2: nothing key- or record-sized is broadcast).
@@ -92,14 +97,15 @@ def split_bytes(total_bytes: int, slots: int) -> int:
 
 
 def choose_layout(work: Sequence[float], slots: int, *, raw_bytes: int, view_bytes: int,
-                  force: str | None = None) -> Layout:
+                  force: str | None = None, inline: bool = False) -> Layout:
     """The cheaper layout for ``work`` (estimated cost per topic partition) on ``slots`` task slots, unless
-    ``force`` names one (tests and benchmarks compare both)."""
+    ``force`` names one (tests and benchmarks compare both); ``inline``: partitioned, the run would keep no
+    scratch table (``SCRATCH_WORK``)."""
     if force not in (None, PARTITIONED, SLICED):
         raise InputError(f"unknown layout {force!r}: use {PARTITIONED!r} or {SLICED!r}")
     busy = sum(1 for w in work if w > 0)
     partitioned = makespan(work, slots)
-    sliced = sum(work) / max(slots, 1) * SLICED_COST
+    sliced = sum(work) / max(slots, 1) * SLICED_COST + (SCRATCH_WORK if inline else 0)
     estimate = f"estimated {partitioned:.0f} partitioned vs {sliced:.0f} sliced on {slots} slot(s)"
     small = sum(work) < SLICED_MIN_WORK
     if force == PARTITIONED or (force is None and (small or partitioned <= sliced)):

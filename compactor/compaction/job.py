@@ -136,7 +136,7 @@ class TwoPhaseCompactor:
             with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
                 winners = find_winners(run, self.lake.catalog) if plan.ranges else None
                 failpoints.hit("after-phase-1")
-                written = write_view(run, self.lake.config)
+                written = write_view(run, self.lake.config, winners)
             failpoints.hit("after-write")
             _check_density(self.name, plan, written)
             if not plan.ranges and not plan.strategy_changed and written.survivors.rows == plan.view.rows:
@@ -148,7 +148,7 @@ class TwoPhaseCompactor:
             published = True
             return self._published(plan, snapshot_id, cursor)
         finally:
-            if plan.ranges:  # phase 1 made (or began to make) the scratch table
+            if plan.ranges and not run.winners_inline:  # phase 1 made (or began to make) the scratch table
                 drop_scratch(self.lake.catalog, self.lake.config, run.scratch)
             if not published:
                 drop_stage_branch(self.lake.catalog, self.name.compacted_identifier, run.stage)

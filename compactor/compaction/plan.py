@@ -26,6 +26,9 @@ REWRITE_FILES_PER_PARTITION = 64
 # A partition's winning keys are hashed in one task's memory up to this many records in its range (about 50 to
 # 100 bytes each); past it the joins on keys sort both sides instead, and spill.
 HASH_KEYS_LIMIT = 2_000_000
+# Up to this many records in its range, a partitioned run under compaction.strategy=offset keeps no scratch table:
+# phase 2's queries find the winners themselves (``phase1.winners``), each reading the range's narrow columns again.
+INLINE_WINNERS_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,15 @@ class CompactionPlan:
     def hash_keys(self) -> bool:
         """Whether joins on the winning keys may hold one partition's keys in a task's memory."""
         return max(self.range_records.values(), default=0) <= HASH_KEYS_LIMIT
+
+    @property
+    def small_range(self) -> bool:
+        """Whether phase 2's queries may compute phase 1's winners themselves instead of reading a scratch table
+        (``context.RunContext.winners_inline``), under ``offset`` (the winners are the keys' highest offsets; no
+        contest with the view): a small range, or any range of a first run (its only pass that needs the winners
+        is the append, so they are computed once either way)."""
+        return bool(self.ranges) and self.settings.strategy.by_offset and (
+            self.cursor is None or self.records_in_range <= INLINE_WINNERS_LIMIT)
 
     @property
     def contests_view(self) -> bool:

@@ -122,5 +122,6 @@ def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,
     work = estimate_work(plan.range_records, view_rows, plan.partitions,
                          rewrite=plan.rewrite_reason is not None)
     chosen = choose_layout(work, slots, raw_bytes=sum(f.size_bytes for f in raw_files),
-                           view_bytes=sum(int(f.file_size_in_bytes) for f in view_files), force=force)
+                           view_bytes=sum(int(f.file_size_in_bytes) for f in view_files), force=force,
+                           inline=plan.small_range)
     return chosen, timestamp_bounds(raw_files)

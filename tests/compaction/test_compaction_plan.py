@@ -121,3 +121,29 @@ def test_work_counts_narrow_view_rows_at_their_cost() -> None:
     assert estimate_work({0: 100}, {0: 400, 1: 40}, 3, rewrite=False) == [
         100 + execution.NARROW_VIEW_ROW * 400, execution.NARROW_VIEW_ROW * 40, 0]
     assert estimate_work({0: 100}, {0: 400}, 1, rewrite=True) == [500]
+
+
+def test_small_ranges_under_offset_and_first_runs_hand_their_winners_inline() -> None:
+    """Issue 34: phase 2 computes the winners itself (no scratch table) for a range of at most
+    ``INLINE_WINNERS_LIMIT`` records under ``offset``, and for a first run of any size (its append is the one pass
+    that needs them); under another strategy phase 1 contests the view, so the winners go through the table."""
+    from compactor.compaction.plan import INLINE_WINNERS_LIMIT
+
+    big = INLINE_WINNERS_LIMIT + 1
+    assert plan(cursor((0,)), offsets((INLINE_WINNERS_LIMIT,)), (INLINE_WINNERS_LIMIT,)).small_range
+    assert not plan(cursor((0,)), offsets((big,)), (big,)).small_range
+    assert plan(None, offsets((big,)), (big,)).small_range
+    assert not plan(cursor((5,)), offsets((5,)), (5,)).small_range  # no new range: no phase 1
+    by_time = TopicSettings.from_properties({"compactor.cleanup.policy": "compact",
+                                             "compactor.compaction.strategy": "timestamp"})
+    assert not plan(None, offsets((10,)), (10,), settings=by_time).small_range
+
+
+def test_a_run_that_can_go_inline_stays_partitioned_unless_slicing_saves_more_than_the_scratch_table() -> None:
+    """Issue 34: sliced, a run needs a scratch table that a partitioned one does without (``SCRATCH_WORK``): the
+    standard workload's incremental run on 1 partition (50,000 records, 1.84M view rows at a quarter each) stays
+    partitioned when it can go inline, and a first run of 5M records on 1 partition is still sliced."""
+    incremental = estimate_work({0: 50_000}, {0: 1_840_000}, 1, rewrite=False)
+    assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8).kind == SLICED
+    assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8, inline=True).kind == PARTITIONED
+    assert choose_layout([5_000_000], 2, raw_bytes=10**9, view_bytes=0, inline=True).kind == SLICED

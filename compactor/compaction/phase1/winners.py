@@ -1,7 +1,16 @@
 """Phase 1, the step: find each key's winner (its latest offset, or its highest rank under another
-``compaction.strategy``) over the new range and keep the winners in the run's scratch table
-(``compaction.scratch``), as a Spark job of its own, so it is timed, reported and failure-tested as a step
-(failure point ``after-phase-1`` fires once it has run). The DataFrame logic is ``latest`` and ``ranking``.
+``compaction.strategy``) over the new range, and hand the winners to phase 2 in one of two forms (failure point
+``after-phase-1`` fires once the step has run):
+
+* **in the run's scratch table** (``compaction.scratch``): a Spark job of its own writes them as mask and key rows,
+  which phase 2's passes read back partition by partition (storage-partitioned joins, in either layout);
+* **inline** (``RunContext.winners_inline``: a small range under ``offset``, partitioned layout): no job and no
+  table; the winners are lazy DataFrames that each of phase 2's queries computes itself, reading the range's narrow
+  columns once more. A scratch table costs a job, its creation, a commit, a scan per pass and its drop whatever the
+  range's size (about half of a small incremental run's time, bench/README.md); a small range costs less to read
+  twice.
+
+The DataFrame logic is ``latest`` and ``ranking``.
 """
 
 from __future__ import annotations
@@ -26,23 +35,39 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Winners:
     """What phase 1 found: how many keys won (one row each in the view) and over how many mask words, how many
-    header values of the range held no number (``header`` strategy), and how long it took."""
+    header values of the range held no number (``header`` strategy), and how long it took; or, inline, the
+    winners themselves as lazy DataFrames (``inline``), counted by nobody."""
 
-    keys: int
-    words: int
+    keys: int | None
+    words: int | None
     unparsable: int
     ms: int
+    inline: InlineWinners | None = None
+
+
+@dataclass(frozen=True)
+class InlineWinners:
+    """The winners as phase 2's queries compute them: the same rows as the scratch table's, as offset masks
+    (``masks``: partition, word, mask) and winning keys (``keys``: partition, key)."""
+
+    masks: DataFrame
+    keys: DataFrame
 
 
 def find_winners(run: RunContext, catalog: Catalog) -> Winners:
-    """Run phase 1 over the plan's new range into the run's scratch table (``run.scratch``)."""
+    """Run phase 1 over the plan's new range: into the run's scratch table (``run.scratch``), or inline."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     started = time.monotonic()
     plan = run.plan
     run.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
-                       records=plan.records_in_range, layout=run.layout.kind)
+                       records=plan.records_in_range, layout=run.layout.kind, inline=run.winners_inline)
+    if run.winners_inline:
+        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes)
+        found = latest.latest_offsets(narrow.select(*latest.NARROW_COLUMNS))
+        return Winners(None, None, 0, int((time.monotonic() - started) * 1000),
+                       InlineWinners(latest.offset_masks(found), found.select(PARTITION, KEY)))
     create_scratch(catalog, run.name, run.view_location, plan.now_ms, run.run_id, contest=plan.contests_view)
     # sliced: the scan is split into slices and the aggregation exchanges (partition, key, offset); partitioned:
     # the scan is grouped by partition and the aggregation runs in place

@@ -1,6 +1,7 @@
-"""The DataFrames phase 2 reads, from the run's data (``context.RunContext``): the new range's rows, the view at
-the cursor ``C`` and phase 1's scratch table, combined by the pure logic of ``rows``. Each is a lazy Spark read,
-built when a pass needs it (after the pass has set the job session for its jobs)."""
+"""The DataFrames phase 2 reads, from the run's data (``context.RunContext``) and phase 1's winners: the new
+range's rows, the view at the cursor ``C`` and the winners (phase 1's scratch table, or its inline DataFrame),
+combined by the pure logic of ``rows``. Each is a lazy Spark read, built when a pass needs it (after the pass has
+set the job session for its jobs)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import read_range, read_table
+from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import rows
 
 if TYPE_CHECKING:
@@ -26,30 +28,41 @@ def _scratch(run: RunContext) -> DataFrame:
     return read_table(run.spark, run.scratch_table, None, None)
 
 
-def winning_keys(run: RunContext) -> DataFrame | None:
+def winning_keys(run: RunContext, winners: Winners | None) -> DataFrame | None:
     """Phase 1's winning keys ``(partition, key)``; ``None`` when the run has no new range (no phase 1)."""
-    return rows.key_rows(_scratch(run)) if run.plan.ranges else None
+    if winners is None:
+        return None
+    if winners.inline is not None:
+        return winners.inline.keys
+    return rows.key_rows(_scratch(run))
 
 
-def kept_range_rows(run: RunContext, read: Observation) -> DataFrame:
+def _masks(run: RunContext, winners: Winners) -> DataFrame:
+    """Phase 1's winners as offset masks ``(partition, word, mask)``."""
+    if winners.inline is not None:
+        return winners.inline.masks
+    return rows.mask_rows(_scratch(run))
+
+
+def kept_range_rows(run: RunContext, winners: Winners, read: Observation) -> DataFrame:
     """The new range's rows the view keeps (``rows.new_view_rows``); the raw rows read are counted in ``read``
     (``rows.range_stats_columns``)."""
     plan = run.plan
     range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes)
-    return rows.new_view_rows(range_rows.observe(read, *rows.range_stats_columns()), rows.mask_rows(_scratch(run)),
+    return rows.new_view_rows(range_rows.observe(read, *rows.range_stats_columns()), _masks(run, winners),
                               retain_null_keys=plan.settings.retain_null_keys, now_ms=plan.now_ms,
                               delete_retention_ms=plan.settings.delete_retention_ms)
 
 
-def classified_view(run: RunContext, *, with_positions: bool = False) -> DataFrame:
+def classified_view(run: RunContext, winners: Winners | None, *, with_positions: bool = False) -> DataFrame:
     """The compacted rows of ``C``, each marked with whether this run removes it (``rows.classify_view``)."""
     plan = run.plan
-    return rows.classify_view(view_at_cursor(run), winning_keys(run), now_ms=plan.now_ms,
+    return rows.classify_view(view_at_cursor(run), winning_keys(run, winners), now_ms=plan.now_ms,
                               drop_null_keys=not plan.settings.retain_null_keys, with_positions=with_positions,
                               trim_before_ms=plan.trim_before_ms, hash_keys=plan.hash_keys)
 
 
-def removed_positions(run: RunContext) -> DataFrame:
+def removed_positions(run: RunContext, winners: Winners | None) -> DataFrame:
     """The compacted rows this run removes, with their positions (``_file``, ``_pos``), as the delete pass writes
     them: read from the scratch table where phase 1's contest found them (``plan.deletes_contested``), else found
     by classifying the view's narrow columns."""
@@ -57,12 +70,12 @@ def removed_positions(run: RunContext) -> DataFrame:
 
     if run.plan.deletes_contested:
         return rows.contested_rows(_scratch(run))
-    return classified_view(run, with_positions=True).where(F.col(rows.DOOMED))
+    return classified_view(run, winners, with_positions=True).where(F.col(rows.DOOMED))
 
 
-def surviving_view_rows(run: RunContext) -> DataFrame:
+def surviving_view_rows(run: RunContext, winners: Winners | None) -> DataFrame:
     """The full compacted rows this run keeps (``rows.surviving_rows``), for a rewrite."""
     plan = run.plan
-    return rows.surviving_rows(view_at_cursor(run), winning_keys(run), now_ms=plan.now_ms,
+    return rows.surviving_rows(view_at_cursor(run), winning_keys(run, winners), now_ms=plan.now_ms,
                                drop_null_keys=not plan.settings.retain_null_keys,
                                trim_before_ms=plan.trim_before_ms, hash_keys=plan.hash_keys)

@@ -29,6 +29,7 @@ from typing import Any
 from compactor import failpoints
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
+from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import frames, rows
 from compactor.compaction.phase2.deletes import collect_delete_files, write_position_deletes
 from compactor.compaction.phase2.outcome import Phase2Result, RangeFigures
@@ -38,7 +39,8 @@ from compactor.iceberg.manifests import DeleteFileInfo
 from compactor.spark.active import call_active
 
 
-def write_incremental(run: RunContext, config: LakeConfig, trims: Mapping[int, tuple[int, int | None]]) -> Phase2Result:
+def write_incremental(run: RunContext, config: LakeConfig, winners: Winners | None,
+                      trims: Mapping[int, tuple[int, int | None]]) -> Phase2Result:
     """Delete and append on the staging branch; see the module docstring."""
     plan = run.plan
     passes: dict[str, Any] = {}
@@ -46,10 +48,10 @@ def write_incremental(run: RunContext, config: LakeConfig, trims: Mapping[int, t
     if not (plan.deletes_contested and plan.ranges):
         planned.set()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        if plan.ranges:
-            passes["append"] = pool.submit(call_active, run.spark, _append_pass, run, planned)
+        if winners is not None:
+            passes["append"] = pool.submit(call_active, run.spark, _append_pass, run, winners, planned)
         if plan.removes_view_rows:
-            passes["delete"] = pool.submit(call_active, run.spark, _delete_pass, run, config, planned)
+            passes["delete"] = pool.submit(call_active, run.spark, _delete_pass, run, winners, config, planned)
         failures = [f.exception() for f in passes.values() if f.exception() is not None]
     if failures:
         raise failures[0]
@@ -63,7 +65,7 @@ def write_incremental(run: RunContext, config: LakeConfig, trims: Mapping[int, t
     return Phase2Result(survivors, appended, figures, tuple(delete_files), trims, durations)
 
 
-def _delete_pass(run: RunContext, config: LakeConfig,
+def _delete_pass(run: RunContext, winners: Winners | None, config: LakeConfig,
                  planned: threading.Event) -> tuple[ViewStats, list[DeleteFileInfo], int]:
     """Write position deletes for the compacted rows this run removes (one narrow pass), once ``planned``."""
     from pyspark.sql import Observation
@@ -74,7 +76,7 @@ def _delete_pass(run: RunContext, config: LakeConfig,
     observed = Observation(f"doomed_{run.run_id}")
     location = f"{run.view_location.rstrip('/')}/data/compactor-deletes/{run.run_id}"
     with job_description(run.spark, f"compactor {run.name}: phase 2 (position deletes)"):
-        write_position_deletes(frames.removed_positions(run).observe(
+        write_position_deletes(frames.removed_positions(run, winners).observe(
             observed, *rows.view_stats_columns("doomed_", minimums=False)), location)
     removed = ViewStats.from_metrics(observed.get, "doomed_")
     files = collect_delete_files(config, location, run.view_io) if removed.rows else []
@@ -85,7 +87,7 @@ def _delete_pass(run: RunContext, config: LakeConfig,
     return removed, files, ms
 
 
-def _append_pass(run: RunContext, planned: threading.Event) -> tuple[ViewStats, RangeFigures, int]:
+def _append_pass(run: RunContext, winners: Winners, planned: threading.Event) -> tuple[ViewStats, RangeFigures, int]:
     """Append the kept rows of the new range to the staging branch; set ``planned`` once its query is built."""
     from pyspark.sql import Observation
 
@@ -94,7 +96,7 @@ def _append_pass(run: RunContext, planned: threading.Event) -> tuple[ViewStats, 
     try:  # whatever happens, the delete pass must not wait for ever
         run.progress.phase("phase 2 appends", "writing the kept rows of the new range",
                            records=run.plan.records_in_range)
-        new_rows = frames.kept_range_rows(run, read).observe(kept, *rows.view_stats_columns(""))
+        new_rows = frames.kept_range_rows(run, winners, read).observe(kept, *rows.view_stats_columns(""))
     finally:
         planned.set()
     with job_description(run.spark, f"compactor {run.name}: phase 2 (append the kept rows)"):

@@ -14,13 +14,15 @@ from collections.abc import Mapping
 
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
+from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import frames, rows
 from compactor.compaction.phase2.outcome import Phase2Result, RangeFigures
 from compactor.cursor import ViewStats
 from compactor.schema import OFFSET, PARTITION
 
 
-def write_rewrite(run: RunContext, trims: Mapping[int, tuple[int, int | None]]) -> Phase2Result:
+def write_rewrite(run: RunContext, winners: Winners | None,
+                  trims: Mapping[int, tuple[int, int | None]]) -> Phase2Result:
     """Overwrite the staging branch with the new view; see the module docstring."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -30,9 +32,9 @@ def write_rewrite(run: RunContext, trims: Mapping[int, tuple[int, int | None]]) 
     run.progress.phase("phase 2 rewrite", f"rewriting the compacted view ({plan.rewrite_reason})",
                        records=plan.records_in_range, view_rows=plan.view.rows)
     kept_old, read, kept_new = (Observation(f"{what}_{run.run_id}") for what in ("survivors", "range", "kept"))
-    view = frames.surviving_view_rows(run).observe(kept_old, *rows.view_stats_columns(""))
-    if plan.ranges:
-        new = frames.kept_range_rows(run, read)
+    view = frames.surviving_view_rows(run, winners).observe(kept_old, *rows.view_stats_columns(""))
+    if winners is not None:
+        new = frames.kept_range_rows(run, winners, read)
         view = view.unionByName(new.observe(kept_new, *rows.view_stats_columns("")))
     with job_description(run.spark, f"compactor {run.name}: phase 2 (rewrite the view)"):
         view.sortWithinPartitions(PARTITION, OFFSET).writeTo(run.stage_table).overwrite(F.lit(True))

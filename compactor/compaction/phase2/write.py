@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import apply_settings
+from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2.incremental import write_incremental
 from compactor.compaction.phase2.outcome import Phase2Result
 from compactor.compaction.phase2.rewrite import write_rewrite
@@ -13,11 +14,12 @@ from compactor.compaction.phase2.trim import trim_starts
 from compactor.config import LakeConfig
 
 
-def write_view(run: RunContext, config: LakeConfig) -> Phase2Result:
-    """Write the view the plan asks for on the staging branch; see the module docstring."""
+def write_view(run: RunContext, config: LakeConfig, winners: Winners | None) -> Phase2Result:
+    """Write the view the plan asks for on the staging branch, from phase 1's ``winners`` (``None``: the run has
+    no new range); see the module docstring."""
     plan = run.plan
     apply_settings(run.spark, run.layout, grouped=True)
-    trims = trim_starts(run) if plan.trim_before_ms is not None else {}
+    trims = trim_starts(run, winners) if plan.trim_before_ms is not None else {}
     if plan.rewrite_reason:
-        return write_rewrite(run, trims)
-    return write_incremental(run, config, trims)
+        return write_rewrite(run, winners, trims)
+    return write_incremental(run, config, winners, trims)

@@ -1,0 +1,113 @@
+"""Phase 1's two ways of handing its winners to phase 2 (issue 34): a small range in the partitioned layout keeps no
+scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or
+the sliced layout keeps them in the run's scratch table. Incremental = full (SEMANTICS section 2) and crash safety
+at every failure point (section 3) hold both ways: the same tests run on each way, and check which way their runs
+took."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from compactor.compaction import job, plan
+from compactor.compaction.job import compact_topic
+from compactor.compaction.phase1 import winners
+from compactor.lake import Lake
+from tests.compaction import test_compaction_random as randomised
+from tests.compaction import test_compaction_safety as safety
+from tests.helpers import compacted_rows, current_cursor
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """Force the way named by the test's ``path`` parameter (``scratch``: no range is small enough to go inline)
+    and record, for each run's phase 1, whether it went inline."""
+    if request.node.callspec.params["path"] == "scratch":
+        monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
+    seen: list[bool] = []
+    real = winners.find_winners
+
+    def spy(run: Any, catalog: Any) -> winners.Winners:
+        seen.append(run.winners_inline)
+        found = real(run, catalog)
+        assert (found.inline is not None) == run.winners_inline
+        return found
+
+    monkeypatch.setattr(job, "find_winners", spy)
+    yield seen
+
+
+def took(seen: list[bool], path: str) -> bool:
+    return bool(seen) and all(inline == (path == "inline") for inline in seen)
+
+
+@pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch"])
+def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool],
+                                            path: str) -> None:
+    """SEMANTICS section 2's central property (``test_incremental_equals_full``) with the winners handed inline
+    and through the scratch table (the default for the test's small ranges is inline: the slow mark keeps that
+    twin out of the pre-commit loop, where the original test runs it)."""
+    randomised.test_incremental_equals_full(spark, lake, "offset", 61)
+    assert took(inline_runs, path), inline_runs
+
+
+POINTS = ("after-plan", "after-phase-1", "after-delete", "after-write", "before-commit")
+IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete")}  # the rest when slow
+
+
+@pytest.mark.parametrize("path, point", [
+    pytest.param(path, point, marks=() if (path, point) in IN_THE_LOOP else pytest.mark.slow)
+    for path in ("inline", "scratch") for point in POINTS])
+def test_failure_points_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool], path: str,
+                                   point: str) -> None:
+    """SEMANTICS section 3: a failure at every point before the publish leaves the previous cursor and view and no
+    staging branch; the run then succeeds and matches the reference model (``test_failure_before_publish_...``)."""
+    safety.test_failure_before_publish_leaves_the_previous_cursor(spark, lake, point)
+    assert took(inline_runs, path), inline_runs  # the seeding run and the run after the failure, at least
+
+
+@pytest.mark.slow  # a JVM of its own
+def test_killing_an_inline_run_leaves_the_previous_cursor_and_no_scratch_table(
+        spark: SparkSession, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``test_killing_the_job_process_leaves_the_previous_cursor`` for a run that keeps no scratch table: killed at
+    ``after-write``, it leaves the previous cursor, its staging branch (never read; retention removes it once the
+    run's lease lapsed) and no table."""
+    from compactor.compaction import lease
+    from compactor.retention import run_retention
+
+    model = safety.seeded(lake)
+    before = current_cursor(lake, "s.t")
+    marker = tmp_path / "reached"
+    proc = subprocess.Popen(safety._cli(lake, "compact", "s.t", "--now-ms", "4000"),
+                            env=safety._cli_env(lake, COMPACTOR_FAILPOINTS="after-write=pause",
+                                                COMPACTOR_FAILPOINT_MARKER=str(marker)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert proc.poll() is None, safety._error_lines(proc.communicate()[1].decode())
+            assert time.monotonic() < deadline, "the job never reached the failure point"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert current_cursor(lake, "s.t") == before
+    assert len(safety.stage_branches(lake)) == 1 and safety.run_tables(lake) == []
+    assert compact_topic(lake, "s.t", now_ms=4000).committed
+    model.compact(4000, safety.SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+    later = 4000 + lake.topic("s.t").settings.orphan_min_age_ms + 1
+    real_clock = lease.wall_clock_ms
+    monkeypatch.setattr(lease, "wall_clock_ms", lambda: real_clock() + lease.LEASE_TTL_MS + 1)
+    run_retention(lake, "s.t", now_ms=later)
+    assert safety.stage_branches(lake) == [] and safety.run_tables(lake) == []
