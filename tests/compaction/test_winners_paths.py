@@ -21,6 +21,7 @@ from compactor.compaction import job, plan
 from compactor.compaction.job import compact_topic
 from compactor.compaction.phase1 import winners
 from compactor.lake import Lake
+from tests.backends import Backend
 from tests.compaction import test_compaction_random as randomised
 from tests.compaction import test_compaction_safety as safety
 from tests.helpers import compacted_rows, current_cursor
@@ -57,7 +58,8 @@ def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inl
     """SEMANTICS section 2's central property (``test_incremental_equals_full``) with the winners handed inline
     and through the scratch table (the default for the test's small ranges is inline: the slow mark keeps that
     twin out of the pre-commit loop, where the original test runs it)."""
-    randomised.test_incremental_equals_full(spark, lake, "offset", 61)
+    local = Backend("local", lake, {}, lake.config.warehouse, str(lake.config.catalog))
+    randomised.test_incremental_equals_full(spark, local, "offset", 61)
     assert took(inline_runs, path), inline_runs
 
 
