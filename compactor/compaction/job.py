@@ -42,7 +42,7 @@ from compactor.compaction.staging import drop_stage_branch
 from compactor.compaction.start import Pinned, open_run, pin, plan_run
 from compactor.compaction.triggers import assess
 from compactor.cursor import CompactionStats, Cursor, ViewStats
-from compactor.errors import CommitConflictError, CursorMovedError, TopicCorruptError
+from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.metrics import compaction_metrics
 from compactor.progress import Listener, Progress
 from compactor.results import JsonResult
@@ -98,7 +98,7 @@ class TwoPhaseCompactor:
                 result = self._attempt()
                 result.attempts = attempt
                 return result
-            except (CursorMovedError, CommitConflictError) as exc:
+            except CommitConflictError as exc:
                 if attempt == self.max_attempts:
                     raise
                 self.progress.phase("restart", f"{exc}; starting again from the plan on the new cursor",

@@ -5,7 +5,7 @@ and the run's statistics. The commit (``publish_cursor``) adds the cursor snapsh
 plus the run's position deletes through one delete manifest, with the cursor's summary), moves ``main`` to it on
 condition that ``main`` is still the pinned cursor ``C`` (Iceberg's assert-ref-snapshot-id), tags ``C`` as
 ``cursor-<C>`` so the replaced cursor stays protected from expiry while retained, and drops the staging branch.
-If ``main`` moved, the run has lost (``CursorMovedError``); if only other refs changed, the commit is rebuilt on
+If ``main`` moved, the run has lost ("cursor moved"); if only other refs changed, the commit is rebuilt on
 the refreshed table and retried. Then the cursor is mirrored on the raw table, for people.
 """
 
