@@ -39,7 +39,8 @@ def partition_out_of_range(partition: object, partitions: int) -> str:
 
 
 def record_too_large(size: int, max_message_bytes: int) -> str:
-    return f"record of {size} bytes exceeds max.message.bytes ({max_message_bytes})"
+    return (f"record of {size} bytes exceeds max.message.bytes ({max_message_bytes}); to accept it, raise the "
+            f"topic's limit: compactor topic config NAME --set max.message.bytes={size}")
 
 
 def timestamp_out_of_range(timestamp_ms: object) -> str:
