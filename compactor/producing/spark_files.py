@@ -32,7 +32,7 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.manifests import topic_data_file
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
-from compactor.producing.spark_stage import Counts, bad_row
+from compactor.producing.spark_counts import Counts, bad_row
 from compactor.spark.udf import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic

@@ -50,7 +50,7 @@ def test_a_produce_passes_through_its_steps_once(lake: Lake) -> None:
 
 
 DATAFRAME_STEPS = {**STEPS, "compactor.producing.spark_plan": "stage", "compactor.producing.spark_files": "stage",
-                   "compactor.producing.spark_stage": "stage"}
+                   "compactor.producing.spark_counts": "stage"}
 
 
 @pytest.mark.spark
