@@ -1,4 +1,4 @@
-"""The ``compactor`` command line (INTERFACE.md): parsing, dispatch, and exit statuses.
+"""The ``compactor`` command line (docs/reference.md): parsing, dispatch, and exit statuses.
 
 Exit status: 0 success; 2 usage error; 75 outcome unknown; 1 (with one line on standard error naming the
 problem) for every other failure. Only ``compact``, ``retention`` and ``clean`` start Spark; ``topic``,

@@ -1,7 +1,7 @@
 """``compactor produce`` and ``compactor read``: records in and out (no Spark).
 
 ``produce`` streams its input (JSON Lines, Parquet or Arrow IPC) in bounded chunks into the data files of one
-atomic batch and commits once (SEMANTICS section 1: one produce is one atomic batch), so memory is bounded by
+atomic batch and commits once (docs/guarantees.md#the-raw-log: one produce is one atomic batch), so memory is bounded by
 a chunk, not by the file. ``--batch-records N`` instead commits every N records as its own atomic batch, with
 batch ids ``ID.0``, ``ID.1``, ... derived from ``--batch-id``: re-running the same command after a failure then
 skips the batches that committed and appends the rest.

@@ -1,4 +1,5 @@
-"""The TwoPhaseCompactor: one compaction run of one topic, as Spark jobs (SEMANTICS sections 2 and 3).
+"""The TwoPhaseCompactor: one compaction run of one topic, as Spark jobs (docs/guarantees.md#compaction and
+#the-cursor-and-failures).
 
 It reads like Kafka's cleaner (clean -> build the offset map -> recopy), one step after the other, each step
 entered once and handing the next what it made:
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class CompactionResult(JsonResult):
-    """The outcome of a run, printed by ``compactor compact`` as JSON (INTERFACE.md ``compact`` fields)."""
+    """The outcome of a run, printed by ``compactor compact`` as JSON (docs/reference.md#json-results ``compact``
+    fields)."""
 
     committed: bool
     topic: str

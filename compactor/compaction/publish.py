@@ -1,4 +1,5 @@
-"""Publishing a run: the new cursor, and ONE catalog commit on the compacted table (SEMANTICS section 3).
+"""Publishing a run: the new cursor, and ONE catalog commit on the compacted table
+(docs/guarantees.md#the-cursor-and-failures).
 
 ``build_cursor`` makes the cursor from the plan and what phase 2 wrote: the new horizons and compacted starts,
 and the run's statistics. The commit (``publish_cursor``) adds the cursor snapshot (the staging branch's content,

@@ -1,4 +1,4 @@
-"""The command line: the verbs of INTERFACE.md, their output, and exit statuses."""
+"""The command line: the verbs of docs/reference.md, their output, and exit statuses."""
 
 from __future__ import annotations
 

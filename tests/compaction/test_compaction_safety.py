@@ -1,5 +1,5 @@
-"""Crash safety and concurrency of compaction (SEMANTICS section 3): failure points, killed processes,
-racing compactors, producers appending during a run, and commits whose outcome cannot be learned."""
+"""Crash safety and concurrency of compaction (docs/guarantees.md#the-cursor-and-failures): failure points, killed
+processes, racing compactors, producers appending during a run, and commits whose outcome cannot be learned."""
 
 from __future__ import annotations
 

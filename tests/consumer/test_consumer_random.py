@@ -1,6 +1,6 @@
-"""Randomised runs of two groups on one topic, checked against SEMANTICS section 7 (``tests.model.ConsumerModel``;
-raw mode, no Spark). Time is the test's: the group store's clock and each member's own, moved in lockstep, each
-member's running ahead of or behind the store's by more than the session timeout.
+"""Randomised runs of two groups on one topic, checked against docs/guarantees.md#consumers-and-groups
+(``tests.model.ConsumerModel``; raw mode, no Spark). Time is the test's: the group store's clock and each member's own,
+moved in lockstep, each member's running ahead of or behind the store's by more than the session timeout.
 
 Group ``g`` polls and commits (at-least-once) while members join, leave, stall past their lease and come back,
 processes with a member's ``group.instance.id`` start beside it, retention removes old records and ``group reset

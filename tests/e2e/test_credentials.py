@@ -1,4 +1,5 @@
-"""Credentials never reach a process's command line, nor any output or log (SEMANTICS section 6; issue 15).
+"""Credentials never reach a process's command line, nor any output or log
+(docs/guarantees.md#bad-input-and-credentials; issue 15).
 
 A compaction runs on moto's S3 server with a PostgreSQL catalog whose role needs a password (scram), through
 the command line (local Spark) and through ``infra/cluster/submit.sh`` (``spark-submit``). While each job is
