@@ -29,7 +29,7 @@ import pytest
 from compactor import Consumer, TopicPartition
 from compactor.consumer.admin import reset_group
 from compactor.consumer.units import Unit, take_unit
-from compactor.errors import FencedInstanceIdError, NotOwnerError
+from compactor.errors import FencedInstanceIdError, GroupNotFoundError, NotOwnerError
 from compactor.groups import GroupStore
 from compactor.lake import Lake
 from compactor.producing.producer import produce
@@ -228,7 +228,7 @@ def test_random_runs_keep_the_rules_of_section_7(lake: Lake, seed: int) -> None:
             try:
                 reset_group(lake, "g", T, [rng.choice(["earliest", "latest"])], force=True)
                 world.seen["resets"] += 1
-            except Exception as exc:  # the group may not exist yet
+            except GroupNotFoundError as exc:  # the group may not exist yet
                 assert "unknown consumer group" in str(exc), step
         elif action == "retention":
             run_retention(lake, T, now_ms=world.clock.now)
