@@ -1,4 +1,4 @@
-"""The two layouts of a compaction's Spark work (issue 11): a topic with fewer partitions than task slots is
+"""The two layouts of a compaction's Spark work: a topic with fewer partitions than task slots is
 split into offset slices, full rows are never shuffled, phase 1 exchanges only (partition, key, offset), both
 layouts give the same compacted view, and the caller's SparkSession is never changed."""
 

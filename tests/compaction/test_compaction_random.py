@@ -125,7 +125,7 @@ def rounds_against_the_model(lake: Lake, seed: int, partitions: int, keys: int, 
         check_against_model(lake, "r.t", model, seed, f"round {round_number}")
         commits += expected_commit
     assert commits >= 3, f"seed {seed}: only {commits} runs committed; the case tests too little"
-    # runs with nothing new (issue 19): past every delete horizon, then with keyless rows dropped, in each layout
+    # runs with nothing new: past every delete horizon, then with keyless rows dropped, in each layout
     for step, layout in enumerate(LAYOUTS):
         now += retention + 1
         if step == 1 and settings.null_key == "retain":
