@@ -74,6 +74,44 @@ def test_once_over_sasl_prints_its_summary_and_progress_and_keeps_secrets_out(
 
 
 
+def test_failures_change_nothing_and_the_first_topic_makes_the_lake(kafka_broker: KafkaBroker,
+                                                                    tmp_path: Path) -> None:
+    """An unreachable broker and a missing topic are one-line errors that create nothing; the first topic a
+    mirror makes, like ``topic create``, makes the lake and says so."""
+    from compactor.config import LakeConfig
+    from tests.s3_server import free_port
+
+    warehouse = tmp_path / "new-lake"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}
+    env.update(COMPACTOR_WAREHOUSE=str(warehouse), COMPACTOR_JARS_DIR=os.environ.get("COMPACTOR_JARS_DIR", ""))
+
+    def run(*args: str, servers: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command(kafka_broker, *args, "--once", servers=servers), check=False,
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    topic = create_topic(kafka_broker)
+    nobody = f"127.0.0.1:{free_port()}"
+    down = run("--topic", topic, "--kafka-config", "socket.timeout.ms=1500", servers=nobody)
+    assert down.returncode == 1 and down.stdout == "", down.stderr
+    last = down.stderr.strip().splitlines()[-1]
+    assert last.startswith("compactor: error: no answer from Kafka within 1.5 s") and f"Kafka at {nobody}" in last
+    assert len(down.stderr.splitlines()) < 10  # librdkafka's line per connection attempt is said once
+    missing = run("--topic", f"{topic}-missing")
+    assert missing.returncode == 1 and f"has no topic '{topic}-missing'" in missing.stderr, missing.stderr
+    assert not warehouse.exists()  # neither made a lake
+    produce(kafka_broker, topic, [(0, b"k", b"v", None)])
+    done = run("--topic", topic)
+    assert done.returncode == 0, done.stderr
+    assert f"creating a new lake: catalog 'lake' in sqlite:///{warehouse}/catalog.db" in done.stderr
+    assert json.loads(done.stdout)["records_copied"] == 1
+    lake = Lake(LakeConfig.resolve(warehouse=str(warehouse), env={}))  # the default catalog name, as the CLI's
+    assert lake_records(lake, f"kafka.{topic}") == consume_all(kafka_broker, topic)
+    again = run("--topic", topic)
+    assert again.returncode == 0 and "creating a new lake" not in again.stderr
+    assert json.loads(again.stdout)["records_copied"] == 0
+    lake.close()
+
+
 def test_a_secret_on_the_command_line_is_refused(lake: Lake, capsys: pytest.CaptureFixture[str]) -> None:
     from compactor.cli.main import main
 
