@@ -22,7 +22,7 @@ from compactor import Mirror
 from compactor.lake import Lake
 from readers import TopicReader
 from tests.kafka_helpers import consume_all, create_topic, in_transaction, offsets, produce, transactional, wait_for
-from tests.servers import KafkaBroker
+from tests.servers import KafkaBroker, RestCatalog
 
 SECRET = f"s3cret-{uuid.uuid4().hex}"
 
@@ -109,6 +109,30 @@ def test_failures_change_nothing_and_the_first_topic_makes_the_lake(kafka_broker
     again = run("--topic", topic)
     assert again.returncode == 0 and "creating a new lake" not in again.stderr
     assert json.loads(again.stdout)["records_copied"] == 0
+    lake.close()
+
+
+def test_a_mirror_on_a_rest_catalog(kafka_broker: KafkaBroker, rest_catalog: RestCatalog) -> None:
+    """In a fresh process configured by its environment only, as ``topic create`` is on a REST catalog: the
+    mirror creates its topic where the catalog places it, and records, positions and the source's state land."""
+    from tests.conftest import new_lake_config
+
+    topic = create_topic(kafka_broker, partitions=2)
+    producer = transactional(kafka_broker)
+    in_transaction(producer, topic, [(0, b"a", b"1", None), (1, b"b", None, [("h", b"")])], commit=True)
+    lake_env = rest_catalog.lake_env(rest_catalog.create_warehouse())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "AWS_"))}
+    env.update(lake_env, COMPACTOR_JARS_DIR=os.environ.get("COMPACTOR_JARS_DIR", ""))
+    done = subprocess.run(command(kafka_broker, "--topic", topic, "--once"), check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["records_copied"] == 2
+    assert rest_catalog.client_secret not in done.stdout + done.stderr
+    lake = Lake(new_lake_config("", rest_catalog.uri, **lake_env))
+    name = f"kafka.{topic}"
+    assert lake_records(lake, name) == consume_all(kafka_broker, topic, partitions=2)
+    assert lake.topic(name).offsets().next_offsets == (2, 2)  # past each partition's commit marker
+    assert lake.topic(name).mirror is not None and lake.topic(name).mirror.source == topic
     lake.close()
 
 
