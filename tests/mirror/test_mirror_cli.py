@@ -132,7 +132,8 @@ def test_a_mirror_on_a_rest_catalog(kafka_broker: KafkaBroker, rest_catalog: Res
     name = f"kafka.{topic}"
     assert lake_records(lake, name) == consume_all(kafka_broker, topic, partitions=2)
     assert lake.topic(name).offsets().next_offsets == (2, 2)  # past each partition's commit marker
-    assert lake.topic(name).mirror is not None and lake.topic(name).mirror.source == topic
+    state = lake.topic(name).mirror
+    assert state is not None and state.source == topic and state.source_log_end == (2, 2)
     lake.close()
 
 
