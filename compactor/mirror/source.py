@@ -24,9 +24,9 @@ REPEAT_QUIET_S = 30.0  # a librdkafka line said again within this long is left o
 
 
 class RepeatFilter(logging.Filter):
-    """Leaves out a librdkafka log line that says again, within ``REPEAT_QUIET_S``, what it said last: a broker
-    that cannot be reached otherwise gets one "Connect ... failed" line per attempt from every client, dozens a
-    second. Lines differing only in their numbers (milliseconds, counts) are the same line."""
+    """Leaves out a librdkafka log line already said within the last ``REPEAT_QUIET_S``: a broker that cannot be
+    reached otherwise gets one "Connect ... failed" line per attempt from every client, dozens a second. Lines
+    differing only in their numbers (milliseconds, counts) are the same line."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -46,6 +46,7 @@ class RepeatFilter(logging.Filter):
 
 
 KAFKA_LOG.addFilter(RepeatFilter())
+
 # Kafka's codes for credentials the broker refused (librdkafka: SASL, SSL and authorization failures).
 REFUSED = {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
            "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_SSL"}
