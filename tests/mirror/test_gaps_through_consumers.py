@@ -7,7 +7,7 @@ and the units of replay of the exactly-once path. The compacted consumer on gaps
 from __future__ import annotations
 
 from compactor import Consumer, TopicPartition
-from compactor.consumer.admin import describe_group
+from compactor.consumer.admin import describe_group, reset_group
 from compactor.consumer.units import take_unit
 from compactor.lake import Lake
 from compactor.status import topic_status
@@ -46,6 +46,12 @@ def test_lookups_seeks_and_lag_count_offsets_past_gaps(lake: Lake, kafka_broker:
     lagging = describe_group(lake, "g", now_ms=T0).partitions[0]
     assert (lagging.committed_offset, lagging.log_end_offset, lagging.lag, lagging.lag_ms) == (9, 10, 1, None)
     assert topic_status(lake, name, now_ms=T0).groups == [{"group": "g", "total_lag": 1, "committed": {"0": 9}}]
+    # group reset into a gap, and to a time past the last record (N_p)
+    reset_group(lake, "g", name, ["offset", "0:7"])
+    with Consumer(lake, name, group="g", read_compacted=False) as consumer:
+        assert [r.offset for r in consumer.poll(max_records=10)] == [8] and consumer.position() == {tp: 10}
+    reset_group(lake, "g", name, ["timestamp", f"0:{stamps[8] + 1}"])
+    assert describe_group(lake, "g", now_ms=T0).partitions[0].committed_offset == 10
     with Consumer(lake, name, group="late", read_compacted=False, auto_offset_reset="latest") as consumer:
         assert consumer.position() == {tp: 10} and consumer.poll(max_records=10) == []
         # a record comes after a gap (aborted at 10, its marker at 11; 12, its marker at 13): the consumer takes it
