@@ -142,17 +142,17 @@ def publish_cursor(catalog: Catalog, name: TopicName, stage: str, previous: int 
     new cursor's snapshot id."""
     started = time.monotonic()
     for _ in range(PUBLISH_ATTEMPTS):
-        with translate_storage_errors(f"publishing the cursor of {name}"):
+        with translate_storage_errors(f"publishing the cursor of {name}"):  # loading and the manifests it writes
             table = catalog.load_table(name.compacted_identifier)
-        require_cursor(table, previous, str(name), "; nothing was published")
-        head = table.metadata.snapshot_by_name(stage)
-        if head is None:
-            raise CommitConflictError(f"the staging branch {stage} of this run disappeared")
-        timed = dataclasses.replace(cursor.stats, durations_ms={
-            **cursor.stats.durations_ms, "commit_ms": int((time.monotonic() - started) * 1000)})
-        summary = cursor_properties(dataclasses.replace(cursor, stats=timed))
-        manifests = (lambda sid, t=table: [delete_manifest(t, sid, delete_files)]) if delete_files else None
-        snapshot = build_snapshot(table, head, summary, manifests, delete_summary(delete_files))
+            require_cursor(table, previous, str(name), "; nothing was published")
+            head = table.metadata.snapshot_by_name(stage)
+            if head is None:
+                raise CommitConflictError(f"the staging branch {stage} of this run disappeared")
+            timed = dataclasses.replace(cursor.stats, durations_ms={
+                **cursor.stats.durations_ms, "commit_ms": int((time.monotonic() - started) * 1000)})
+            summary = cursor_properties(dataclasses.replace(cursor, stats=timed))
+            manifests = (lambda sid, t=table: [delete_manifest(t, sid, delete_files)]) if delete_files else None
+            snapshot = build_snapshot(table, head, summary, manifests, delete_summary(delete_files))
         moves = [RefMove(MAIN, None)]
         if previous is not None:
             moves.append(RefMove(cursor_tag(previous), previous, SnapshotRefType.TAG))
