@@ -1,11 +1,12 @@
-"""Publishing a run: the new cursor, and ONE catalog commit on the compacted table (SEMANTICS section 3).
+"""Publishing a run: the new cursor, and ONE catalog commit on the compacted table
+(docs/guarantees.md#the-cursor-and-failures).
 
 ``build_cursor`` makes the cursor from the plan and what phase 2 wrote: the new horizons and compacted starts,
 and the run's statistics. The commit (``publish_cursor``) adds the cursor snapshot (the staging branch's content,
 plus the run's position deletes through one delete manifest, with the cursor's summary), moves ``main`` to it on
 condition that ``main`` is still the pinned cursor ``C`` (Iceberg's assert-ref-snapshot-id), tags ``C`` as
 ``cursor-<C>`` so the replaced cursor stays protected from expiry while retained, and drops the staging branch.
-If ``main`` moved, the run has lost (``CursorMovedError``); if only other refs changed, the commit is rebuilt on
+If ``main`` moved, the run has lost ("cursor moved"); if only other refs changed, the commit is rebuilt on
 the refreshed table and retried. Then the cursor is mirrored on the raw table, for people.
 """
 

@@ -1,4 +1,4 @@
-"""``Mirror``: copy Kafka topics into lake topics, record for record, exactly once (SEMANTICS section 8).
+"""``Mirror``: copy Kafka topics into lake topics, record for record, exactly once (docs/guarantees.md#mirrors).
 
 The loop, like a sink connector's:
 

@@ -1,5 +1,5 @@
-"""Group membership as a production consumer needs it (issue 29; SEMANTICS section 7, "Ownership" and
-"Fencing"): commits judged under the epochs held, the rebalance listener, sticky assignment, one clock for
+"""Group membership as a production consumer needs it (issue 29; docs/guarantees.md#consumers-and-groups, "Ownership"
+and "Fencing"): commits judged under the epochs held, the rebalance listener, sticky assignment, one clock for
 leases, the background heartbeat and ``max.poll.interval.ms``, static membership, forced resets, KIP-211
 expiry. Every clock is a test clock: the store's (``store_clock``) and each member's own."""
 

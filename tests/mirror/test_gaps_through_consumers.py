@@ -1,8 +1,8 @@
-"""Consumers on a topic mirrored from the test broker, whose offsets have gaps, one at the end (SEMANTICS sections 1
-and 7): Kafka's look-ups (``beginning_offsets``, ``end_offsets``, ``offsets_for_times``), seeks into gaps and to
-the end, positions moved to ``N_p`` past a trailing marker, lag in offsets in ``group describe`` and ``status``,
-and the units of replay of the exactly-once path. The compacted consumer on gaps is in
-``test_gaps_through_the_product.py`` (it needs a compaction)."""
+"""Consumers on a topic mirrored from the test broker, whose offsets have gaps, one at the end
+(docs/guarantees.md#the-raw-log and #consumers-and-groups): Kafka's look-ups (``beginning_offsets``, ``end_offsets``,
+``offsets_for_times``), seeks into gaps and to the end, positions moved to ``N_p`` past a trailing marker, lag in
+offsets in ``group describe`` and ``status``, and the units of replay of the exactly-once path. The compacted consumer
+on gaps is in ``test_gaps_through_the_product.py`` (it needs a compaction)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Offsets with gaps through the product, on topics mirrored from the test broker (SEMANTICS sections 1, 4, 5, 7):
-readers and ``read --from-offset`` (an offset in a gap continues at the next), consumers (positions, caught up at a
-log end past the last record, lag in offsets), retention's prefix, and compaction in both Spark layouts against
-the reference model fed the same records."""
+"""Offsets with gaps through the product, on topics mirrored from the test broker (docs/guarantees.md: the raw log,
+retention, readers, consumers): readers and ``read --from-offset`` (an offset in a gap continues at the next), consumers
+(positions, caught up at a log end past the last record, lag in offsets), retention's prefix, and compaction in both
+Spark layouts against the reference model fed the same records."""
 
 from __future__ import annotations
 

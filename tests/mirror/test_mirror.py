@@ -1,4 +1,4 @@
-"""``Mirror`` against the test broker (SEMANTICS section 8): records byte for byte, transactions and their gaps,
+"""``Mirror`` against the test broker (docs/guarantees.md#mirrors): records byte for byte, transactions and their gaps,
 exactly once across runs, Kafka's committed offsets for its tools, partitions and topics added at the source."""
 
 from __future__ import annotations
