@@ -218,3 +218,9 @@ def is_transient(exc: BaseException) -> bool:
     unknown outcome). Anything else (bad settings, a corrupt cursor, refused credentials, and failures the
     product did not classify) is terminal until someone fixes its cause."""
     return isinstance(exc, CompactorError) and exc.retryable
+
+
+# Earlier names, kept so that callers' ``except`` clauses keep working: each is the class it was folded into.
+AppendConflictError = CommitConflictError  # an append lost a race for the raw table: a commit conflict
+CursorMovedError = CommitConflictError  # the cursor moved under a run: a commit conflict
+BucketNotFoundError = LakeNotFoundError  # the warehouse's bucket is missing: no lake there
