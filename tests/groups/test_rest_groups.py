@@ -88,3 +88,14 @@ def test_a_rest_lake_with_a_warehouse_location_keeps_groups_there_by_default(res
     assert str(tmp_path / "w" / "_groups") in store.description
     assert [g.group for g in store.list_groups()] == ["g"]
     assert topic_status(located, T).groups[0]["committed"] == {"0": 2}
+
+
+def test_the_group_store_is_kept_whatever_the_catalog(tmp_path: Path) -> None:
+    """``--group-store`` and ``COMPACTOR_GROUP_STORE`` were dropped for a REST catalog (no server needed here)."""
+    from compactor.config import LakeConfig
+
+    rest = "http://127.0.0.1:1/catalog"
+    for kwargs, env in (({"group_store": "s3://b/g"}, {}), ({}, {"COMPACTOR_GROUP_STORE": "s3://b/g"})):
+        for catalog in (rest, str(tmp_path / "catalog.db")):
+            config = LakeConfig.resolve(str(tmp_path / "w") if catalog != rest else None, catalog, env=env, **kwargs)
+            assert config.group_store == "s3://b/g", (catalog, kwargs, env)
