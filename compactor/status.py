@@ -144,9 +144,10 @@ def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
 def group_lags(lake: Lake, topic: str, next_offsets: tuple[int, ...]) -> list[dict[str, Any]]:
     """The consumer groups with committed positions on ``topic``, each with its total lag in records."""
     out: list[dict[str, Any]] = []
-    if not lake.has_group_store:
+    store = GroupStore.if_any(lake)
+    if store is None:
         return out
-    for group, committed in sorted(GroupStore(lake).groups_on_topic(topic).items()):
+    for group, committed in sorted(store.groups_on_topic(topic).items()):
         lag = sum(max(0, next_offsets[p] - o) for p, o in committed.items() if p < len(next_offsets))
         out.append({"group": group, "total_lag": lag, "committed": {str(p): o for p, o in sorted(committed.items())}})
     return out
