@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from compactor.cli.main import main
+from compactor.compaction import plan
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.lake import Lake
 from compactor.producing.producer import produce
@@ -64,7 +65,14 @@ def metric_lines(err: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow  # two runs for the progress events; compact's output stays in the loop (above)
-def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: Lake) -> None:
+@pytest.mark.parametrize("scratch", [False, True], ids=["inline", "scratch"])
+def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: Lake, scratch: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each phase is a step of the progress stream. Phase 1 is timed on its own ("phase 1 done") when it
+    writes the scratch table; when it hands its winners inline (a first run, a small range) its work runs inside
+    phase 2's passes, and its step says so."""
+    if scratch:  # no range is small enough to go inline
+        monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
     topic = lake.create_topic("a.t", config={"cleanup.policy": "compact"})
     produce(topic, [ProducerRecord(b"k", b"v")] * 5)
     events: list[tuple[str, dict[str, Any]]] = []
@@ -72,10 +80,15 @@ def test_progress_reports_each_phase_and_a_summary(spark: SparkSession, lake: La
     produce(topic.refresh(), [ProducerRecord(b"k", b"w")])
     TwoPhaseCompactor(lake, "a.t", now_ms=2000, listener=lambda name, data: events.append((name, data))).run()
     names = [name for name, _ in events]
-    assert names.count("plan") == 2 and names.count("summary") == 2 and "published" in names
-    # phase 1 is a step of its own, timed, and done before phase 2 starts
-    assert "phase 1 done" in names and "phase 2 appends" in names and "phase 2 deletes" in names
-    assert names.index("phase 1 done") < names.index("phase 2 appends")
+    assert names.count("plan") == 2 and names.count("summary") == 2 and names.count("published") == 2
+    second = names[names.index("plan", 1):]  # the incremental run's steps
+    assert "phase 1" in second and "phase 2 appends" in second and "phase 2 deletes" in second
+    assert second.index("phase 1") < second.index("phase 2 appends")
+    phase1 = [data for name, data in events if name == "phase 1"]
+    assert [data["inline"] for data in phase1] == [not scratch, not scratch]
+    assert ("phase 1 done" in second) == scratch  # timed on its own only when it is a job of its own
+    if scratch:
+        assert second.index("phase 1 done") < second.index("phase 2 appends")
     assert all("ms" in data for name, data in events if name.endswith(" done"))
     assert all("elapsed_ms" in data for _, data in events)
     summary = [data for name, data in events if name == "summary"][-1]
