@@ -65,6 +65,7 @@ class Bench:
         events = self.workdir / "events"
         events.mkdir(parents=True)
         self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
+        self.lake.open(create=True)  # a new lake (its Spark catalog opens only on a lake that exists)
         self.spark = get_or_create_session(self.lake.config, extra={
             "spark.master": f"local[{args.cores}]",
             "spark.driver.memory": args.driver_memory,
@@ -252,7 +253,8 @@ class Bench:
                                 for figure in result["seconds"]}
             for share, figures in cpu_figures(self, tag, cpu).items():
                 result["incremental"][share].update(figures)
-        return {"machine": machine, "results": results, "parallelism": self.parallelism(stages)}
+        return {"machine": machine, "results": results, "parallelism": self.parallelism(stages),
+                "windows": self.windows}  # each figure's time window, for ``python -m bench.eventlog``
 
 
 def main() -> None:
