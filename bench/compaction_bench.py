@@ -240,7 +240,12 @@ class Bench:
             for p in self.args.partitions:
                 results[f"partitions={p}"]["cpu_ratios"] = cpu_ratios(self, p, self.args.strategy)
             return {"machine": machine, "results": results, "parallelism": self.parallelism(self.stages())}
-        results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
+        results = {}
+        for p in self.args.partitions:
+            results[f"partitions={p}"] = self.run_partitions(p)
+            # so far, with the windows and process CPU: a run stopped later still has these figures
+            Path(f"{self.args.out}.partial").write_text(json.dumps(
+                {"results": results, "windows": self.windows, "process_cpu_seconds": self.process_cpu}, indent=2))
         self.spark.stop()  # the event log is complete once the application ends
         stages = self.stages()
         cpu = {"cpu_seconds": {label: task_cpu_ms(stages, start, end) / 1000 for label, start, end in self.windows},
