@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,22 +44,30 @@ class StageFigures:
                 "largest_task_share": round(self.largest_share, 3), "executors": sorted(self.executors)}
 
 
+def _events(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of a log, which may still be being written (``.inprogress``): a partial last line ends it."""
+    with path.open() as handle:
+        for line in handle:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                return
+
+
 def read_stages(path: Path) -> list[StageFigures]:
     """Every completed stage of one application's event log, in submission order."""
     tasks: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     stages: dict[tuple[int, int], StageFigures] = {}
-    with path.open() as handle:
-        for line in handle:
-            event = json.loads(line)
-            kind = event.get("Event")
-            if kind == "SparkListenerTaskEnd":
-                tasks[(event["Stage ID"], event["Stage Attempt ID"])].append(event)
-            elif kind == "SparkListenerStageCompleted":
-                info = event["Stage Info"]
-                key = (info["Stage ID"], info["Stage Attempt ID"])
-                stages[key] = StageFigures(info["Stage ID"], info["Stage Name"], int(info.get("Submission Time", 0)),
-                                           completed_ms=int(info.get("Completion Time", 0)),
-                                           planned_tasks=int(info.get("Number of Tasks", 0)))
+    for event in _events(path):
+        kind = event.get("Event")
+        if kind == "SparkListenerTaskEnd":
+            tasks[(event["Stage ID"], event["Stage Attempt ID"])].append(event)
+        elif kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            key = (info["Stage ID"], info["Stage Attempt ID"])
+            stages[key] = StageFigures(info["Stage ID"], info["Stage Name"], int(info.get("Submission Time", 0)),
+                                       completed_ms=int(info.get("Completion Time", 0)),
+                                       planned_tasks=int(info.get("Number of Tasks", 0)))
     for key, figures in stages.items():
         for event in tasks.get(key, []):
             metrics = event.get("Task Metrics") or {}
@@ -95,17 +104,15 @@ class JobSpan:
 def read_jobs(path: Path) -> list[JobSpan]:
     """Every job of one application's event log, in submission order."""
     jobs: dict[int, JobSpan] = {}
-    with path.open() as handle:
-        for line in handle:
-            event = json.loads(line)
-            kind = event.get("Event")
-            if kind == "SparkListenerJobStart":
-                props = event.get("Properties") or {}
-                text = props.get("spark.job.description") or props.get("callSite.short") or ""
-                jobs[event["Job ID"]] = JobSpan(event["Job ID"], str(text), int(event["Submission Time"]),
-                                                stages=list(event.get("Stage IDs", [])))
-            elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
-                jobs[event["Job ID"]].completed_ms = int(event["Completion Time"])
+    for event in _events(path):
+        kind = event.get("Event")
+        if kind == "SparkListenerJobStart":
+            props = event.get("Properties") or {}
+            text = props.get("spark.job.description") or props.get("callSite.short") or ""
+            jobs[event["Job ID"]] = JobSpan(event["Job ID"], str(text), int(event["Submission Time"]),
+                                            stages=list(event.get("Stage IDs", [])))
+        elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+            jobs[event["Job ID"]].completed_ms = int(event["Completion Time"])
     return sorted(jobs.values(), key=lambda j: (j.submitted_ms, j.job))
 
 
