@@ -244,7 +244,9 @@ class Bench:
         for p in self.args.partitions:
             results[f"partitions={p}"] = self.run_partitions(p)
             # so far, with the windows and process CPU: a run stopped later still has these figures
-            Path(f"{self.args.out}.partial").write_text(json.dumps(
+            partial = Path(f"{self.args.out}.partial")
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(
                 {"results": results, "windows": self.windows, "process_cpu_seconds": self.process_cpu}, indent=2))
         self.spark.stop()  # the event log is complete once the application ends
         stages = self.stages()

@@ -1,4 +1,5 @@
-"""Spark's event log, read back: per stage, its tasks, the input records each task read, where it ran.
+"""Spark's event log, read back: per stage, its tasks, the input records each task read, where it ran; per job,
+when it ran; and a figure's timeline (``python -m bench.eventlog``: its jobs, and the time no job was running).
 
 The benchmarks run with ``spark.eventLog.enabled`` and attribute stages to a figure by submission time (the
 product runs its passes in threads of its own, so a job group set by the caller would not reach them).
@@ -92,7 +93,7 @@ def task_cpu_ms(stages: list[StageFigures], start_ms: int, end_ms: int) -> float
 
 @dataclass
 class JobSpan:
-    """One Spark job: its description, when it ran, and its stages' task time."""
+    """One Spark job: its description, when it ran, and its stages' ids."""
 
     job: int
     description: str
