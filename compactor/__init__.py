@@ -1,6 +1,6 @@
 """Pulsar-style two-phase topic compaction on Apache Iceberg.
 
-The public names are importable from here (INTERFACE.md "Python API"); they load lazily (PEP 562), so that
+The public names are importable from here (docs/reference.md#the-python-api); they load lazily (PEP 562), so that
 ``import compactor.errors`` stays cheap.
 """
 

@@ -218,10 +218,11 @@ class Cleaner:
         ``offsets.retention.ms`` (KIP-211), on the group store's clock unless the pass was given ``now_ms``."""
         from compactor.groups import GroupStore, offsets_retention_ms
 
-        if not self.lake.has_group_store:
-            return
         try:
-            result.expired_groups = GroupStore(self.lake).expire(offsets_retention_ms(), now_ms)
+            store = GroupStore.if_any(self.lake)
+            if store is None:
+                return
+            result.expired_groups = store.expire(offsets_retention_ms(), now_ms)
         except Exception as exc:  # never stops the pass; logged like a topic's failure
             log.warning("cleaner: expiring consumer groups failed: %s: %s", type(exc).__name__, first_line(exc))
         for group in result.expired_groups:

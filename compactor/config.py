@@ -177,11 +177,13 @@ class LakeConfig:
         raw_catalog = catalog_uri or environ.get("COMPACTOR_CATALOG_URI") or None
         catalog_name = environ.get("COMPACTOR_CATALOG_NAME") or DEFAULT_CATALOG_NAME
         s3 = S3Settings.from_env(environ)
+        groups = group_store or environ.get("COMPACTOR_GROUP_STORE") or None
         if raw_catalog is not None and is_rest_uri(raw_catalog):
             # a REST catalog places its tables itself unless a warehouse location is given
             given = warehouse or environ.get("COMPACTOR_WAREHOUSE")
             return cls(warehouse=normalise_warehouse(given) if given else "",
-                       catalog=CatalogUri.rest_catalog(raw_catalog.strip(), environ), catalog_name=catalog_name, s3=s3)
+                       catalog=CatalogUri.rest_catalog(raw_catalog.strip(), environ), catalog_name=catalog_name, s3=s3,
+                       group_store=groups)
         raw_warehouse = warehouse or environ.get("COMPACTOR_WAREHOUSE") or "./warehouse"
         normalised = normalise_warehouse(raw_warehouse)
         if normalised.startswith("s3://"):
@@ -197,7 +199,6 @@ class LakeConfig:
             catalog = CatalogUri.parse(str(local / CATALOG_FILE))
         else:
             catalog = CatalogUri.parse(raw_catalog, catalog_password(environ))
-        groups = group_store or environ.get("COMPACTOR_GROUP_STORE") or None
         return cls(warehouse=normalised, catalog=catalog, catalog_name=catalog_name, s3=s3, group_store=groups)
 
 

@@ -2,7 +2,16 @@
 
 Each class also inherits the matching builtin (``ValueError``, ``LookupError``, ...) so callers can catch
 either, and says whether retrying the same operation may succeed (``retryable``). The command line maps
-``OutcomeUnknownError`` to exit status 75 and every other ``CompactorError`` to status 1 with its message.
+``UsageError`` to exit status 2, ``OutcomeUnknownError`` to 75 and every other ``CompactorError`` to status 1
+with its message. The families, each a class a caller can catch:
+
+* ``InputError`` (``ValueError``): the call cannot be done as asked; fix the input, the name or the setting.
+* ``NotFoundError`` (``LookupError``): something named is not there (``TopicExistsError``: it already is).
+* ``TransientError``: a lost race or an outage; the same call may succeed later.
+* ``AccessDeniedError`` (``PermissionError``): credentials were refused; fix them, retrying will not help.
+* ``CursorCorruptError`` and ``TopicCorruptError``: durable state is malformed; nothing was changed.
+* ``NotOwnerError``: a group member no longer owns what it read or commits.
+* ``KafkaSourceError``: a mirror's Kafka source failed.
 """
 
 from __future__ import annotations
@@ -15,25 +24,33 @@ class CompactorError(Exception):
     exit_code: int = 1
 
 
-class TransientError(CompactorError):
-    """A failure that may go away if the operation is retried (a race, an outage)."""
-
-    retryable = True
-
-
-# --- bad input -----------------------------------------------------------------------------------
+# --- bad input: InputError -------------------------------------------------------------------------------
 
 
 class InputError(CompactorError, ValueError):
     """The caller asked for something that cannot be done as asked."""
 
 
+class UsageError(InputError):
+    """Arguments that are well-formed for the parser but not for the verb (exit status 2, like argparse)."""
+
+    exit_code = 2
+
+
 class InvalidTopicNameError(InputError):
     """A topic name is not of the form ``namespace.topic`` or uses a reserved suffix."""
 
 
+class NotATopicError(InputError):
+    """The table exists but does not carry the topic marker (or its schema is not a topic's)."""
+
+
 class InvalidSettingError(InputError):
     """A topic setting is unknown, malformed, out of range, or inconsistent with another."""
+
+
+class PolicyError(InputError):
+    """The topic's ``cleanup.policy`` does not allow the requested operation."""
 
 
 class InvalidRecordError(InputError):
@@ -49,21 +66,21 @@ class BatchIdConflictError(InputError):
     """A batch id was re-sent with different records than the batch that committed under it."""
 
 
+class CountMismatchError(InputError):
+    """A DataFrame batch's written files do not match its counting pass: the DataFrame returned other rows, or
+    placed them in other Spark partitions, when written than when counted (make it deterministic, for example
+    by caching or checkpointing it). Nothing was written."""
+
+
 class OffsetOutOfRangeError(InputError, IndexError):
     """A start position is outside what the view being read holds (Kafka's OffsetOutOfRange)."""
 
 
-class UsageError(InputError):
-    """Arguments that are well-formed for the parser but not for the verb (exit status 2, like argparse)."""
-
-    exit_code = 2
+class GroupBusyError(InputError):
+    """A group operation (``group reset``) was refused because members hold live leases (use ``--force``)."""
 
 
-class PolicyError(InputError):
-    """The topic's ``cleanup.policy`` does not allow the requested operation."""
-
-
-# --- things that are not there ---------------------------------------------------------------------
+# --- not there: NotFoundError -------------------------------------------------------------------------------
 
 
 class NotFoundError(CompactorError, LookupError):
@@ -75,15 +92,12 @@ class TopicNotFoundError(NotFoundError):
 
 
 class LakeNotFoundError(NotFoundError):
-    """The warehouse or catalog named does not exist (only ``topic create`` makes a new lake)."""
+    """The warehouse (or its bucket) or the catalog named does not exist (only ``topic create`` makes a new
+    lake; a bucket is never created)."""
 
 
-class NotATopicError(InputError):
-    """The table exists but does not carry the topic marker (or its schema is not a topic's)."""
-
-
-class TopicExistsError(CompactorError, FileExistsError):
-    """``topic create`` on a name that is already taken."""
+class GroupNotFoundError(NotFoundError):
+    """A consumer group named by the caller has no committed positions and no members (or was deleted)."""
 
 
 class CursorExpiredError(NotFoundError):
@@ -98,15 +112,57 @@ class DataFileMissingError(NotFoundError):
     """A data file the current snapshot of a topic names cannot be read, even after loading the table again."""
 
 
-class GroupNotFoundError(NotFoundError):
-    """A consumer group named by the caller has no committed positions and no members (or was deleted)."""
-
-
 class MissingJarsError(NotFoundError):
     """The Spark jars are not where the set-up script puts them (run ``infra/setup.sh``)."""
 
 
-# --- integrity ---------------------------------------------------------------------------------------
+# --- already there -----------------------------------------------------------------------------------------
+
+
+class TopicExistsError(CompactorError, FileExistsError):
+    """``topic create`` on a name that is already taken."""
+
+
+# --- races and outages: TransientError ------------------------------------------------------------------------
+
+
+class TransientError(CompactorError):
+    """A failure that may go away if the operation is retried (a race, an outage)."""
+
+    retryable = True
+
+
+class CommitConflictError(TransientError):
+    """A conditional commit lost the race with other writers: an append after its retry bound ("append
+    conflict"), a compaction whose cursor another run replaced ("cursor moved"), retention or expiry. Nothing
+    was committed; running the operation again is safe."""
+
+
+class StorageUnavailableError(TransientError, ConnectionError):
+    """The catalog or the object store could not be reached, or failed."""
+
+
+class OutcomeUnknownError(TransientError):
+    """A commit was sent but its result could not be learned; re-running the command is safe."""
+
+    exit_code = 75
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"outcome unknown: {message}")
+
+
+# --- refused credentials: AccessDeniedError ----------------------------------------------------------------
+
+
+class AccessDeniedError(CompactorError, PermissionError):
+    """Credentials were refused (not transient: fix the credentials or the permissions)."""
+
+
+class StorageAccessDeniedError(AccessDeniedError):
+    """The object store or the catalog refused the credentials."""
+
+
+# --- integrity ----------------------------------------------------------------------------------------------
 
 
 class CursorCorruptError(CompactorError):
@@ -115,6 +171,9 @@ class CursorCorruptError(CompactorError):
 
 class TopicCorruptError(CompactorError):
     """A topic's durable state (offsets, properties) is malformed."""
+
+
+# --- group membership: NotOwnerError ---------------------------------------------------------------------------
 
 
 class NotOwnerError(CompactorError):
@@ -127,54 +186,14 @@ class FencedInstanceIdError(NotOwnerError):
     place (Kafka's ``FencedInstanceIdException``): this one must stop; it never takes the partitions back."""
 
 
-class GroupBusyError(InputError):
-    """A group operation (``group reset``) was refused because members hold live leases (use ``--force``)."""
-
-
-# --- races and outages ------------------------------------------------------------------------------------
-
-
-class AppendConflictError(TransientError):
-    """An append kept losing the race with other appenders and gave up after its retry bound."""
-
-
-class CursorMovedError(TransientError):
-    """Another compaction published a cursor after this run pinned its own."""
-
-
-class CommitConflictError(TransientError):
-    """A conditional commit failed because the table changed underneath it."""
-
-
-class StorageUnavailableError(TransientError, ConnectionError):
-    """The catalog database or the object store could not be reached or refused the credentials."""
-
-
-class StorageAccessDeniedError(CompactorError, PermissionError):
-    """The object store or catalog refused the credentials (not transient: fix the credentials)."""
-
-
-class BucketNotFoundError(NotFoundError):
-    """The warehouse's bucket does not exist."""
-
-
-class OutcomeUnknownError(TransientError):
-    """A commit was sent but its result could not be learned; re-running the command is safe."""
-
-    exit_code = 75
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"outcome unknown: {message}")
-
-
-# --- Kafka sources (compactor mirror) -----------------------------------------------------------------------
+# --- Kafka sources (compactor mirror): KafkaSourceError -----------------------------------------------------
 
 
 class KafkaSourceError(CompactorError):
     """A mirror's Kafka source failed: unreachable, refusing the credentials, or lacking a topic."""
 
 
-class KafkaAccessDeniedError(KafkaSourceError, PermissionError):
+class KafkaAccessDeniedError(KafkaSourceError, AccessDeniedError):
     """A mirror's Kafka source refused the credentials (authentication or authorization)."""
 
 
@@ -187,6 +206,9 @@ class SourceGapError(KafkaSourceError):
     topic was deleted and created again); ``--on-source-gap skip`` goes on past it, counting what it skips."""
 
 
+# --- tests -----------------------------------------------------------------------------------------------------
+
+
 class InjectedFailureError(CompactorError):
     """Raised at a named failure point enabled by a test (see ``compactor.failpoints``)."""
 
@@ -196,3 +218,9 @@ def is_transient(exc: BaseException) -> bool:
     unknown outcome). Anything else (bad settings, a corrupt cursor, refused credentials, and failures the
     product did not classify) is terminal until someone fixes its cause."""
     return isinstance(exc, CompactorError) and exc.retryable
+
+
+# Earlier names, kept so that callers' ``except`` clauses keep working: each is the class it was folded into.
+AppendConflictError = CommitConflictError  # an append lost a race for the raw table: a commit conflict
+CursorMovedError = CommitConflictError  # the cursor moved under a run: a commit conflict
+BucketNotFoundError = LakeNotFoundError  # the warehouse's bucket is missing: no lake there

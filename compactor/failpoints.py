@@ -1,4 +1,4 @@
-"""Named failure points, so tests can crash a run at an exact step (SEMANTICS section 3).
+"""Named failure points, so tests can crash a run at an exact step (docs/guarantees.md#the-cursor-and-failures).
 
 A point is enabled with the environment variable ``COMPACTOR_FAILPOINTS`` (for subprocesses) or the
 ``enabled`` context manager (in-process), as ``name=action[,name=action...]``. Actions:

@@ -80,13 +80,6 @@ class Lake:
         """Where this lake is (catalog and warehouse), for messages; no secret."""
         return self.config.describe()
 
-    @property
-    def has_group_store(self) -> bool:
-        """Whether this lake has somewhere for consumer groups: a group store it names (``group_store``), else
-        the default (``groups.location``): a SQL catalog's database, or a warehouse location's storage. A REST
-        catalog that chooses its tables' locations itself (no warehouse given) has none unless one is named."""
-        return bool(self.config.group_store) or not self.config.is_rest or bool(self.config.warehouse)
-
     def spark(self) -> SparkSession:
         """The SparkSession for this lake (started on first use; reused afterwards)."""
         if self._spark is None:

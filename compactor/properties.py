@@ -26,8 +26,8 @@ COMPACT_OFF_SINCE_PROPERTY = "compactor.compact-off-since-ms"
 # The durable record of committed batch ids (idempotent producing): recent entries inline, older ones in segment
 # files it lists (producing.batch_ids). Changes in the same commit as each append.
 BATCH_IDS_PROPERTY = "compactor.batch-ids"
-# A mirrored topic (SEMANTICS section 8): its Kafka source, and what the mirror recorded with its last commit (the
-# source's log end it saw, the offsets it skipped). Its presence means the topic's offsets are its source's: they
+# A mirrored topic (docs/guarantees.md#mirrors): its Kafka source, and what the mirror recorded with its last commit
+# (the source's log end it saw, the offsets it skipped). Its presence means the topic's offsets are its source's: they
 # may have gaps. Changes in the same commit as the mirror's appends (topics.mirrored).
 MIRROR_PROPERTY = "compactor.mirror"
 
@@ -66,7 +66,7 @@ SUMMARY_NOW = "compactor.now-ms"            # the command's clock: expiry ages u
 SUMMARY_BATCH_ID = "compactor.batch-id"     # the producer's idempotence key
 SUMMARY_BASE = "compactor.base"             # the empty snapshot first compaction runs branch from
 
-# --- snapshot summary properties of a cursor (SEMANTICS section 3) -------------------------------------------
+# --- snapshot summary properties of a cursor (docs/guarantees.md#the-cursor-and-failures) ----------------
 CURSOR_MARKER = "compactor.cursor"
 CURSOR_VERSION = "v1"
 CURSOR_HORIZONS = "compactor.horizons"

@@ -1,6 +1,6 @@
 """The base of every typed result the product returns (compaction, retention, status, produce, describe).
 
-Results are dataclasses whose field names are the JSON field names of ``../shared/INTERFACE.md``, so renaming
+Results are dataclasses whose field names are the JSON field names of ``docs/reference.md``, so renaming
 a field is a type error in the code that builds it, not a surprise in a user's script. ``as_json`` renders the
 dataclass (nested results included) as the JSON object the command line prints.
 """

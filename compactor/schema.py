@@ -1,7 +1,7 @@
 """The table layouts: the raw log (a topic), its compacted view and a compaction run's scratch table. The data
 model every layer shares.
 
-A topic is an Iceberg table with exactly the columns of SEMANTICS section 1. It is partitioned by
+A topic is an Iceberg table with exactly the columns of docs/guarantees.md#the-raw-log. It is partitioned by
 ``identity(partition)`` only: every data file then holds one partition, and because producers write each
 batch's rows of a partition as one sorted file, every file holds a contiguous offset range. Partitioning by
 day of timestamp as well would break that whenever timestamps go backwards within a batch, so time-based

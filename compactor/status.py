@@ -1,6 +1,7 @@
 """``compactor status``: where a topic's compaction stands and whether it is due, from metadata only.
 
-Kafka's cleaner rules (SEMANTICS section 4 "Triggers", ``compaction.triggers.assess``): dirty bytes are the
+Kafka's cleaner rules (docs/guarantees.md#retention, "When compaction is due", ``compaction.triggers.assess``): dirty
+bytes are the
 logical bytes of the cleanable raw offsets ``[H_p(C), H'_p)``, clean bytes the compacted view's; a topic is
 due iff dirty > 0 and the dirty ratio exceeds ``min.cleanable.dirty.ratio`` or its oldest cleanable record is
 older than ``max.compaction.lag.ms``. Everything comes from Iceberg metadata (table properties, cursor
@@ -58,7 +59,7 @@ class StatusMetrics(JsonResult):
 
 @dataclass
 class TopicStatus(JsonResult):
-    """Everything ``compactor status --json`` prints (the INTERFACE.md fields, then detail)."""
+    """Everything ``compactor status --json`` prints (the docs/reference.md fields, then detail)."""
 
     topic: str
     now_ms: int
@@ -143,9 +144,10 @@ def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
 def group_lags(lake: Lake, topic: str, next_offsets: tuple[int, ...]) -> list[dict[str, Any]]:
     """The consumer groups with committed positions on ``topic``, each with its total lag in records."""
     out: list[dict[str, Any]] = []
-    if not lake.has_group_store:
+    store = GroupStore.if_any(lake)
+    if store is None:
         return out
-    for group, committed in sorted(GroupStore(lake).groups_on_topic(topic).items()):
+    for group, committed in sorted(store.groups_on_topic(topic).items()):
         lag = sum(max(0, next_offsets[p] - o) for p, o in committed.items() if p < len(next_offsets))
         out.append({"group": group, "total_lag": lag, "committed": {str(p): o for p, o in sorted(committed.items())}})
     return out

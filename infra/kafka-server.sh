@@ -114,9 +114,13 @@ JAVA_OPTS=(-Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "-Dlog4j2.configura
 # shellcheck disable=SC2206 # KAFKA_JAVA_OPTS is a list of options
 [ -n "${KAFKA_JAVA_OPTS:-}" ] && JAVA_OPTS+=(${KAFKA_JAVA_OPTS})
 if [ ! -f "$DIR/data/meta.properties" ]; then
-  CLUSTER_ID=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+  # Kafka's own form of a random id (base64url of 16 bytes), never starting with "-" as Kafka's Uuid.randomUuid
+  # also ensures: one id in 64 would otherwise start with it and read as an option
+  CLUSTER_ID=$(python3 -c 'import base64, uuid
+while (i := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
+print(i)')
   java "${JAVA_OPTS[@]}" -cp "$JARS/kafka/*" kafka.tools.StorageTool format --standalone \
-    --cluster-id "$CLUSTER_ID" --config "$DIR/server.properties" > "$DIR/logs/format.log" 2>&1 \
+    --cluster-id="$CLUSTER_ID" --config "$DIR/server.properties" > "$DIR/logs/format.log" 2>&1 \
     || { echo "kafka-server: formatting the storage failed:" >&2; cat "$DIR/logs/format.log" >&2; exit 1; }
 fi
 setsid java "${JAVA_OPTS[@]}" -cp "$JARS/kafka/*" kafka.Kafka "$DIR/server.properties" \

@@ -1,4 +1,4 @@
-"""What a reader pins when it opens (SEMANTICS section 5): the cursor ``C`` first, then the raw snapshot ``R``
+"""What a reader pins when it opens (docs/guarantees.md#readers): the cursor ``C`` first, then the raw snapshot ``R``
 and the list of its data files, and how the pinned tables' files are planned for a read.
 
 The raw files are planned at open: later appends drop older snapshots' metadata entries (``producing.commit``)
@@ -86,7 +86,7 @@ class PinnedView:
                  now_ms: int, pins: Pins | None = None) -> None:
         self.name = name
         pins = pins or Pins()
-        # Pin C first, then R (SEMANTICS section 5): R is then at least as new as C's raw snapshot.
+        # Pin C first, then R (docs/guarantees.md#readers): R is then at least as new as C's raw snapshot.
         compacted: CompactedState | None = load_compacted(lake.catalog, name) if read_compacted else None
         self.topic: Topic = Topic(lake.catalog, name, pins.table) if pins.table is not None else lake.topic(name)
         self.raw_table = self.topic.table

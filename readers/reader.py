@@ -1,6 +1,6 @@
 """``TopicReader``: read a topic raw or compacted, pinned at open, seekable, streamed in offset order.
 
-SEMANTICS section 5. A compacted reader loads the current cursor ``C`` and then the current raw snapshot
+docs/guarantees.md#readers. A compacted reader loads the current cursor ``C`` and then the current raw snapshot
 ``R``, and returns per partition ``C``'s compacted rows below the horizon ``H_p(C)`` followed by ``R``'s rows
 from ``H_p(C)`` on. Before any compaction (no cursor), or while the topic's policy lacks ``compact``, a
 compacted reader returns exactly the raw view. Both snapshots are pinned at open: what an open reader returns

@@ -22,14 +22,16 @@ import pyarrow as pa
 from pyiceberg.table import FileScanTask
 
 from compactor import schema as ts
+from compactor.errors import DataFileMissingError
 from compactor.iceberg.scan import TaskReader
 from readers.batches import to_topic_schema
 from readers.ordering import clusters, in_offset_order
 from readers.reader import TopicReader
 
 
-class FileReadError(Exception):
-    """A data file of a pinned snapshot could not be read (missing, or unreadable)."""
+class FileReadError(DataFileMissingError):
+    """A data file of a pinned snapshot could not be read (missing, or unreadable): the consumer retries once
+    on a freshly loaded snapshot, then reports a ``DataFileMissingError`` (or the outage)."""
 
     def __init__(self, path: str, topic: str, partition: int, cause: BaseException) -> None:
         super().__init__(f"data file {path} of {topic} partition {partition} cannot be read: {cause}")

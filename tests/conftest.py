@@ -13,7 +13,7 @@ Markers say what a test needs, and are kept true here (docs/architecture.md, "Te
   Kafka broker; ``rest``: the REST catalog server. All four are added here from the fixtures a test requests
   (and the ``backend`` parameter of ``tests/backends.py``); ``kafka`` and ``rest`` add ``spark`` too;
 * ``slow``: left out of the pre-commit loop ``pytest -m "not slow"``, which keeps at least one test of every
-  route and of every SEMANTICS section's core rules. Slow are: the longer randomised runs, tests that start
+  route and of every section of docs/guarantees.md. Slow are: the longer randomised runs, tests that start
   JVMs of their own (CLI and ``spark-submit`` subprocesses) beyond one per route, the second layout or failure
   point of a rule already in the loop, the standalone cluster, and Spark tests on the S3 and PostgreSQL
   back-ends (added here from their ``s3`` and ``postgres`` markers; the local back-end keeps the routes in the

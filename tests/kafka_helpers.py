@@ -13,6 +13,7 @@ from compactor.mirror.source import TopicInfo
 from compactor.mirror.target import open_lake_topic
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
+from readers import TopicReader
 from tests.servers import KafkaBroker
 
 # One Kafka record to produce: (partition, key, value, headers: a list of (name, bytes or None), or None)
@@ -145,3 +146,27 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def mirror_once(lake: Lake, broker: KafkaBroker, topic: str) -> None:
+    """Mirror ``topic`` into ``kafka.<topic>`` up to its current end."""
+    from compactor.mirror import Mirror
+
+    Mirror(lake, broker.bootstrap, [topic], once=True).run()
+
+
+def gapped(lake: Lake, broker: KafkaBroker, **config: str) -> tuple[str, str]:
+    """A Kafka topic with committed and aborted transactions, mirrored: offsets 0, 1, 5, 6, 8 hold records (the
+    others are markers and aborted records) and N_p = 10, past the trailing marker."""
+    topic = create_topic(broker, config=config)
+    producer = transactional(broker)
+    in_transaction(producer, topic, [(0, b"a", b"1", None), (0, b"b", b"2", None)], commit=True)  # 0 1 (2)
+    in_transaction(producer, topic, [(0, b"a", b"x", None)], commit=False)  # 3 (4)
+    produce(broker, topic, [(0, b"c", b"3", None)])  # 5
+    in_transaction(producer, topic, [(0, b"a", b"4", None)], commit=True)  # 6 (7)
+    in_transaction(producer, topic, [(0, b"b", None, None)], commit=True)  # 8 (9)
+    mirror_once(lake, broker, topic)
+    name = f"kafka.{topic}"
+    assert [r.offset for r in TopicReader(lake, name)] == [0, 1, 5, 6, 8]
+    assert lake.topic(name).offsets().next_offsets == (10,)
+    return topic, name

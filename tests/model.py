@@ -1,4 +1,4 @@
-"""A small pure-Python reference model of SEMANTICS section 2 (compaction) and section 5 (compacted reads).
+"""A small pure-Python reference model of docs/guarantees.md#compaction and #readers (compacted reads).
 
 It is written from the contract, independently of the Spark job: the randomised tests drive the same
 operations through the real product and through this model, and compare what comes out.
@@ -176,7 +176,7 @@ class TopicModel(RawLog):
         return [(row.record, row.delete_horizon_ms) for _, row in sorted(self.cursor.rows.items())]
 
 
-# --- consumers (SEMANTICS section 7) ----------------------------------------------------------------------
+# --- consumers (docs/guarantees.md#consumers-and-groups) ------------------------------------------------
 
 
 @dataclass

@@ -21,7 +21,6 @@ from compactor.cleaner import Cleaner
 from compactor.errors import (
     CommitConflictError,
     CursorCorruptError,
-    CursorMovedError,
     InvalidSettingError,
     OutcomeUnknownError,
     StorageAccessDeniedError,
@@ -161,7 +160,7 @@ def failing_retention(failures: list[BaseException | None]) -> tuple[list[str], 
     return calls, retain
 
 
-@pytest.mark.parametrize("error", [CommitConflictError("lost a race"), CursorMovedError("moved"),
+@pytest.mark.parametrize("error", [CommitConflictError("lost a race"), CommitConflictError("cursor moved: another run"),
                                    StorageUnavailableError("storage unavailable: timed out"),
                                    OutcomeUnknownError("the commit's result is unknown")],
                          ids=lambda e: type(e).__name__)

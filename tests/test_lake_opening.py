@@ -1,4 +1,4 @@
-"""Opening a lake never creates one by accident (issue 32, item 6): verbs that only read, on a warehouse or catalog
+"""Opening a lake never creates one by accident: verbs that only read, on a warehouse or catalog
 that does not exist, fail with an error naming the warehouse and catalog they tried and create nothing; only
 ``topic create`` makes a new lake, and says so on standard error; an unknown topic's error names the catalog and
 warehouse searched. For every catalog kind: a local warehouse (SQLite), an explicit SQLite file, a catalog name

@@ -1,4 +1,4 @@
-"""The package roots export INTERFACE.md's Python API, lazily: importing a root loads neither Spark nor Iceberg."""
+"""The package roots export docs/reference.md's Python API, lazily: importing a root loads neither Spark nor Iceberg."""
 
 from __future__ import annotations
 

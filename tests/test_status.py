@@ -1,5 +1,6 @@
-"""Triggers and status (SEMANTICS section 4 "Triggers"; INTERFACE ``status --json``): Kafka's cleaner rules
-computed from metadata, without Spark. (After a compaction: test_status_after_compaction.py.)"""
+"""Triggers and status (docs/guarantees.md#retention, "When compaction is due"; ``status --json`` of
+docs/reference.md#json-results): Kafka's cleaner rules computed from metadata, without Spark. (After a compaction:
+test_status_after_compaction.py.)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``compactor`` command line (INTERFACE.md): parsing, dispatch, and exit statuses.
+"""The ``compactor`` command line (docs/reference.md): parsing, dispatch, and exit statuses.
 
 Exit status: 0 success; 2 usage error; 75 outcome unknown; 1 (with one line on standard error naming the
 problem) for every other failure. Only ``compact``, ``retention`` and ``clean`` start Spark; ``topic``,
@@ -25,8 +25,39 @@ from compactor.progress import LOG_LEVELS, parse_log_level
 VERB_MODULES = (topic_verbs, produce_read, maintenance, consuming, mirroring)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser that keeps the options and the verbs added to it, so that the global options can be accepted
+    after the verb too (``read T --warehouse W``): every parser that ends a command (``read``, ``topic create``,
+    ...) takes them, not shown again in its help, and given there they win."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: list[argparse.Action] = []
+        self.verbs: dict[str, CommandParser] = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        actions = super().add_subparsers(**kwargs)
+        self.verbs = actions.choices  # filled by add_parser: each a CommandParser (argparse's parser_class)
+        return actions
+
+    def accept_after_verbs(self, options: list[argparse.Action]) -> None:
+        """Add ``options`` (suppressed) to every parser below this one that ends a command."""
+        for verb in dict.fromkeys(self.verbs.values()):  # a verb with aliases once
+            if verb.verbs:
+                verb.accept_after_verbs(options)
+                continue
+            for option in options:
+                verb.add_argument(*option.option_strings, dest=option.dest, type=option.type, metavar=option.metavar,
+                                  help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="compactor",
         description="Pulsar-style, non-destructive two-phase topic compaction on Apache Iceberg.",
     )
@@ -47,9 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "lines and of Spark's own logging, all on standard error. Default: info for progress, "
                         "warning for Spark with its start-up messages (loopback hostname, native Hadoop "
                         "library) left out; a level given here shows them")
+    global_options = [option for option in parser.options if option.dest != "help"]
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for module in VERB_MODULES:
         module.register(verbs)
+    parser.accept_after_verbs(global_options)
     return parser
 
 

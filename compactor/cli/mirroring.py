@@ -1,5 +1,6 @@
-"""``compactor mirror``: copy Kafka topics into the lake (SEMANTICS section 8), until stopped or, with ``--once``,
-to the source's end as of the start; progress on standard error, the JSON summary on standard output at exit."""
+"""``compactor mirror``: copy Kafka topics into the lake (docs/guarantees.md#mirrors), until stopped or, with
+``--once``, to the source's end as of the start; progress on standard error, the JSON summary on standard output
+at exit."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``compactor produce`` and ``compactor read``: records in and out (no Spark).
 
 ``produce`` streams its input (JSON Lines, Parquet or Arrow IPC) in bounded chunks into the data files of one
-atomic batch and commits once (SEMANTICS section 1: one produce is one atomic batch), so memory is bounded by
+atomic batch and commits once (docs/guarantees.md#the-raw-log: one produce is one atomic batch), so memory is bounded by
 a chunk, not by the file. ``--batch-records N`` instead commits every N records as its own atomic batch, with
 batch ids ``ID.0``, ``ID.1``, ... derived from ``--batch-id``: re-running the same command after a failure then
 skips the batches that committed and appends the rest.
@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from compactor.cli.common import add_now_ms, lake_of
 from compactor.errors import InputError, UsageError
 from compactor.lake import Lake
 from compactor.producing.placements import Placements
-from compactor.producing.produced import ProduceResult
+from compactor.producing.produced import BatchSummary, ProduceResult
 from compactor.producing.producer import produce_stream
 from compactor.producing.sources import FORMATS, read_source, split
 from compactor.progress import Progress
@@ -35,6 +36,8 @@ from compactor.topics.records import write_jsonl
 from compactor.topics.topic import Topic
 from readers.positions import merge_starts, parse_pairs
 from readers.reader import TopicReader
+
+log = logging.getLogger("compactor.produce")
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -68,6 +71,7 @@ def produce(args: argparse.Namespace) -> int:
                     _print(outcome, output)
                 finally:
                     outcome.close()  # its spool file, whichever output was printed
+                _note_replay(outcome.summary)
                 if outcome.records >= PROGRESS_RECORDS:
                     progress.phase("committed", records=outcome.records, batch_id=batch_id,
                                    duplicate=outcome.duplicate)
@@ -92,7 +96,15 @@ def _produce_with_spark(args: argparse.Namespace, lake: Lake, topic: Topic) -> i
     if summary.records or summary.duplicate:
         sys.stdout.write(json.dumps(summary.as_json()) + "\n")
     sys.stdout.flush()
+    _note_replay(summary)
     return 0
+
+
+def _note_replay(summary: BatchSummary) -> None:
+    """Say on standard error that a batch was a replay: its output is the original batch's, nothing appended."""
+    if summary.duplicate:
+        log.warning("batch id %r was already committed (snapshot %s): nothing was appended; the offsets printed are "
+                    "those of the original batch", summary.batch_id, summary.snapshot_id)
 
 
 def _stdin() -> BinaryIO:

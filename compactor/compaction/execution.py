@@ -53,7 +53,7 @@ SLICED_MIN_WORK = 100_000
 SCRATCH_WORK = 300_000
 
 # Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast
-# of anything built from keys or records (SEMANTICS section 2: nothing key- or record-sized is broadcast).
+# of anything built from keys or records (docs/guarantees.md#compaction: nothing key- or record-sized is broadcast).
 JOB_SETTINGS = {
     "spark.sql.sources.v2.bucketing.enabled": "true",
     "spark.sql.sources.v2.bucketing.pushPartValues.enabled": "true",

@@ -5,7 +5,7 @@ same way. Everything here works per partition on file statistics (offset and tim
 narrow columns of at most the files that straddle a boundary, one file at a time: the driver holds per-file,
 never per-key or per-record, structures.
 
-SEMANTICS section 2: ``H_p = max(H_p(C), min(N_p(S), L_p))`` where, for ``min.compaction.lag.ms > 0``,
+docs/guarantees.md#compaction: ``H_p = max(H_p(C), min(N_p(S), L_p))`` where, for ``min.compaction.lag.ms > 0``,
 ``L_p`` is the first offset ``o >= H_p(C)`` whose ``timestamp > now - lag`` (``N_p(S)`` if none), and for lag 0
 ``L_p = N_p(S)``.
 """

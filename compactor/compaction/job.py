@@ -1,4 +1,5 @@
-"""The TwoPhaseCompactor: one compaction run of one topic, as Spark jobs (SEMANTICS sections 2 and 3).
+"""The TwoPhaseCompactor: one compaction run of one topic, as Spark jobs (docs/guarantees.md#compaction and
+#the-cursor-and-failures).
 
 It reads like Kafka's cleaner (clean -> build the offset map -> recopy), one step after the other, each step
 entered once and handing the next what it made:
@@ -42,7 +43,7 @@ from compactor.compaction.staging import drop_stage_branch
 from compactor.compaction.start import Pinned, open_run, pin, plan_run
 from compactor.compaction.triggers import assess
 from compactor.cursor import CompactionStats, Cursor, ViewStats
-from compactor.errors import CommitConflictError, CursorMovedError, TopicCorruptError
+from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.metrics import compaction_metrics
 from compactor.progress import Listener, Progress
 from compactor.results import JsonResult
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class CompactionResult(JsonResult):
-    """The outcome of a run, printed by ``compactor compact`` as JSON (INTERFACE.md ``compact`` fields)."""
+    """The outcome of a run, printed by ``compactor compact`` as JSON (docs/reference.md#json-results ``compact``
+    fields)."""
 
     committed: bool
     topic: str
@@ -98,7 +100,7 @@ class TwoPhaseCompactor:
                 result = self._attempt()
                 result.attempts = attempt
                 return result
-            except (CursorMovedError, CommitConflictError) as exc:
+            except CommitConflictError as exc:
                 if attempt == self.max_attempts:
                     raise
                 self.progress.phase("restart", f"{exc}; starting again from the plan on the new cursor",

@@ -4,7 +4,7 @@ A run leaves things behind only if it dies: its phase-1 scratch table, its stagi
 table, and files it wrote but never committed. Retention and the next run remove them once they are older than
 ``compaction.orphan-min-age-ms`` by the run clock in their names. That setting alone cannot tell a dead run from
 a slow one: at 0 (or with ``--now-ms`` far ahead of the run's own clock) retention used to drop a live run's
-scratch table, and the run then failed (issue 19).
+scratch table, and the run then failed.
 
 So a run holds a **lease** for as long as it lives: a small JSON object at
 ``<compacted table location>/leases/<run id>.json`` holding the wall-clock times it started and was last

@@ -1,7 +1,7 @@
 """Planning a compaction run: pure decisions from pinned metadata, testable without a JVM or a catalog.
 
 Given the pinned cursor ``C``, the raw offsets of snapshot ``S``, the settings read once and ``now``, the plan
-says what the run does (SEMANTICS section 2): the new range ``[H_p(C), H_p)`` of each partition, whether
+says what the run does (docs/guarantees.md#compaction): the new range ``[H_p(C), H_p)`` of each partition, whether
 compacted rows must go without a horizon advancing (expired tombstones, keyless rows after a switch to
 ``drop``, a retention trim), whether to rewrite the view instead of deleting and appending, and whether there
 is anything to do at all. ``execution.choose_layout`` then picks how Spark runs it (``start``, the plan step's
@@ -141,7 +141,7 @@ def timestamp_bounds(files: Sequence[RawFile]) -> tuple[int, int] | None:
 
 def previous_horizons(cursor: Cursor | None, log_starts: Sequence[int]) -> tuple[int, ...]:
     """Where each partition's new range starts: ``H_p(C)``, or the log start before any compaction or where
-    retention removed records past the horizon (SEMANTICS section 4, "Policy changes")."""
+    retention removed records past the horizon (docs/guarantees.md#retention, "Policy changes")."""
     if cursor is None:
         return tuple(log_starts)
     return tuple(max(h, s) for h, s in zip(cursor.horizons, log_starts, strict=True))

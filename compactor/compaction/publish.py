@@ -1,11 +1,12 @@
-"""Publishing a run: the new cursor, and ONE catalog commit on the compacted table (SEMANTICS section 3).
+"""Publishing a run: the new cursor, and ONE catalog commit on the compacted table
+(docs/guarantees.md#the-cursor-and-failures).
 
 ``build_cursor`` makes the cursor from the plan and what phase 2 wrote: the new horizons and compacted starts,
 and the run's statistics. The commit (``publish_cursor``) adds the cursor snapshot (the staging branch's content,
 plus the run's position deletes through one delete manifest, with the cursor's summary), moves ``main`` to it on
 condition that ``main`` is still the pinned cursor ``C`` (Iceberg's assert-ref-snapshot-id), tags ``C`` as
 ``cursor-<C>`` so the replaced cursor stays protected from expiry while retained, and drops the staging branch.
-If ``main`` moved, the run has lost (``CursorMovedError``); if only other refs changed, the commit is rebuilt on
+If ``main`` moved, the run has lost ("cursor moved"); if only other refs changed, the commit is rebuilt on
 the refreshed table and retried. Then the cursor is mirrored on the raw table, for people.
 """
 
@@ -141,17 +142,17 @@ def publish_cursor(catalog: Catalog, name: TopicName, stage: str, previous: int 
     new cursor's snapshot id."""
     started = time.monotonic()
     for _ in range(PUBLISH_ATTEMPTS):
-        with translate_storage_errors(f"publishing the cursor of {name}"):
+        with translate_storage_errors(f"publishing the cursor of {name}"):  # loading and the manifests it writes
             table = catalog.load_table(name.compacted_identifier)
-        require_cursor(table, previous, str(name), "; nothing was published")
-        head = table.metadata.snapshot_by_name(stage)
-        if head is None:
-            raise CommitConflictError(f"the staging branch {stage} of this run disappeared")
-        timed = dataclasses.replace(cursor.stats, durations_ms={
-            **cursor.stats.durations_ms, "commit_ms": int((time.monotonic() - started) * 1000)})
-        summary = cursor_properties(dataclasses.replace(cursor, stats=timed))
-        manifests = (lambda sid, t=table: [delete_manifest(t, sid, delete_files)]) if delete_files else None
-        snapshot = build_snapshot(table, head, summary, manifests, delete_summary(delete_files))
+            require_cursor(table, previous, str(name), "; nothing was published")
+            head = table.metadata.snapshot_by_name(stage)
+            if head is None:
+                raise CommitConflictError(f"the staging branch {stage} of this run disappeared")
+            timed = dataclasses.replace(cursor.stats, durations_ms={
+                **cursor.stats.durations_ms, "commit_ms": int((time.monotonic() - started) * 1000)})
+            summary = cursor_properties(dataclasses.replace(cursor, stats=timed))
+            manifests = (lambda sid, t=table: [delete_manifest(t, sid, delete_files)]) if delete_files else None
+            snapshot = build_snapshot(table, head, summary, manifests, delete_summary(delete_files))
         moves = [RefMove(MAIN, None)]
         if previous is not None:
             moves.append(RefMove(cursor_tag(previous), previous, SnapshotRefType.TAG))

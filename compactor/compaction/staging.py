@@ -18,7 +18,7 @@ from pyiceberg.table import Table
 from compactor import properties as props
 from compactor.compaction.lease import RunMark
 from compactor.cursor import MAIN
-from compactor.errors import CommitConflictError, CursorMovedError
+from compactor.errors import CommitConflictError
 from compactor.iceberg.commits import RefMove, commit
 from compactor.iceberg.snapshots import build_snapshot
 
@@ -61,12 +61,13 @@ def ensure_base_branch(catalog: Catalog, table: Table) -> int:
 
 
 def require_cursor(table: Table, cursor: int | None, identifier: str, consequence: str = "") -> None:
-    """Raise ``CursorMovedError`` unless ``main`` of the compacted table is still the run's pinned ``cursor``."""
+    """Raise ``CommitConflictError`` ("cursor moved") unless ``main`` of the compacted table is still the run's
+    pinned ``cursor``."""
     main = table.metadata.refs.get(MAIN)
     current = main.snapshot_id if main else None
     if current != cursor:
-        raise CursorMovedError(f"cursor moved: {identifier}'s cursor is now {current}, this run started from "
-                               f"{cursor}{consequence}")
+        raise CommitConflictError(f"cursor moved: {identifier}'s cursor is now {current}, this run started from "
+                                  f"{cursor}{consequence}")
 
 
 def create_stage_branch(catalog: Catalog, identifier: str, stage: str, base: int, cursor: int | None) -> None:
@@ -75,7 +76,7 @@ def create_stage_branch(catalog: Catalog, identifier: str, stage: str, base: int
     A metadata-only commit made here rather than with Spark's ``ALTER TABLE ... CREATE BRANCH``: under
     concurrent commits Iceberg 1.10's transactional ref update fails ("Table metadata refresh is required")
     even with retries enabled. Here a lost race is retried on the refreshed table, and a cursor that moved in
-    the meantime ends the attempt early (``CursorMovedError``), before any Spark work.
+    the meantime ends the attempt early (``CommitConflictError``, "cursor moved"), before any Spark work.
     """
     for attempt in range(STAGE_ATTEMPTS):
         table = catalog.load_table(identifier)

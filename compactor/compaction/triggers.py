@@ -1,4 +1,4 @@
-"""When is a topic due for compaction (Kafka's cleaner rules, SEMANTICS section 4 "Triggers").
+"""When is a topic due for compaction (Kafka's cleaner rules, docs/guarantees.md#retention, "When compaction is due").
 
 Cleanable records are raw offsets ``[H_p(C), H'_p)`` where ``H'_p`` is the horizon a run at ``now`` would
 compute. ``dirty`` is their logical bytes (key + value + headers), ``clean`` the compacted view's. A topic is

@@ -1,7 +1,7 @@
 """``Consumer``: follow topics for a group (or a static assignment), from committed positions (Kafka's consumer,
 with Pulsar's readCompacted).
 
-Positions are raw offsets per partition (SEMANTICS section 7). A poll:
+Positions are raw offsets per partition (docs/guarantees.md#consumers-and-groups). A poll:
 
 1. auto-commits the positions of what earlier polls returned, when ``enable_auto_commit`` and its interval is up;
 2. settles the group when a heartbeat is due (``consumer.member``: revocations go through the rebalance listener

@@ -1,6 +1,6 @@
 """What a consumer reads with: per topic, one pinned read from its positions, and a cheap watch for changes.
 
-* **A fetch** (``TopicFetch``) is one pinned ``TopicReader`` (SEMANTICS section 5) of a topic, whose partitions
+* **A fetch** (``TopicFetch``) is one pinned ``TopicReader`` (docs/guarantees.md#readers) of a topic, whose partitions
   stream on their own (``readers.streams``) from the consumer's positions to the pinned ends: Pulsar's
   readCompacted rule is the reader's (compacted rows at or after the position below ``H_p``, then raw rows).
 * **The watch.** A topic whose owned partitions are all read to their pinned ends is loaded again through the

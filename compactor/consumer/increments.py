@@ -1,4 +1,5 @@
-"""Consuming a topic with Spark, one unit at a time, exactly once through batch ids (SEMANTICS section 7).
+"""Consuming a topic with Spark, one unit at a time, exactly once through batch ids
+(docs/guarantees.md#consumers-and-groups).
 
 ``read_increment(lake, topic, group=...)`` joins the group (or reuses a ``Consumer``) and returns the next unit
 of replay (``consumer.units``: one partition's range, a pending one first) as an ``Increment``: a DataFrame of

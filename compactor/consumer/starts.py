@@ -1,7 +1,7 @@
 """Where a consumer's position lands in a pinned view: initial positions, out-of-range positions and resets.
 
-SEMANTICS section 7: a position below the view's start (retention removed the range) continues from the
-compacted view for a compacted consumer with a cursor (no key's latest state is lost); otherwise
+docs/guarantees.md#consumers-and-groups: a position below the view's start (retention removed the range) continues from
+the compacted view for a compacted consumer with a cursor (no key's latest state is lost); otherwise
 ``auto.offset.reset`` decides (``earliest``, ``latest`` or ``error``), and the reset is logged, counted and
 recorded for ``group describe``. A partition with no position yet (no commit) starts by the same policy,
 which is not counted as a reset (Kafka's behaviour).

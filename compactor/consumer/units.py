@@ -1,8 +1,8 @@
-"""Exactly once for consume-transform-produce (SEMANTICS section 7), without Spark: units of replay.
+"""Exactly once for consume-transform-produce (docs/guarantees.md#consumers-and-groups), without Spark: units of replay.
 
 The unit of replay is one (group, topic, partition, start, end): a range of one partition. Its batch id derives
 from that alone (``batch_id_of``), so whoever produces the unit's output with that id, whichever member and
-however often, appends it once (the output topic's batch ids, SEMANTICS section 1). ``take_unit``:
+however often, appends it once (the output topic's batch ids, docs/guarantees.md#the-raw-log). ``take_unit``:
 
 1. settles the group (the member may have gained or lost partitions);
 2. replays a pending unit first: one of a partition it owns whose recorded start is the partition's position
@@ -72,7 +72,8 @@ def range_reader(lake: Lake, name: TopicName | str, ranges: dict[int, tuple[int,
     """A pinned ``TopicReader`` of exactly ``[start, end)`` per partition in ``ranges`` (other partitions:
     nothing): ``reader.batches()`` gives Arrow, ``readers.spark.dataframe_of(lake, reader)`` a Spark DataFrame
     of the same records. A raw range below the log start of the pinned snapshot is an ``OffsetOutOfRangeError``
-    (retention removed it; ask again); a compacted one is read from the view (SEMANTICS section 7)."""
+    (retention removed it; ask again); a compacted one is read from the view
+    (docs/guarantees.md#consumers-and-groups)."""
     reader = TopicReader(lake, name, read_compacted=read_compacted, pins=pins)
     ends = list(reader.pinned.end)
     starts: dict[int, int] = {}

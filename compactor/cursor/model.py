@@ -1,6 +1,6 @@
 """What a cursor is and how it is written into (and read back from) a snapshot summary.
 
-Design (SEMANTICS section 3; docs/architecture.md):
+Design (docs/guarantees.md#the-cursor-and-failures; docs/architecture.md):
 
 * A topic ``ns.t`` has a sibling Iceberg table ``ns.t__compacted``: the topic's columns plus
   ``delete_horizon_ms`` (set on tombstones, KIP-534). Other engines read it as plain Iceberg; its ``main``

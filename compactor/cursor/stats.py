@@ -106,7 +106,8 @@ class ViewStats(JsonResult):
 
 @dataclass(frozen=True)
 class CompactionStats(JsonResult):
-    """What one run did (INTERFACE.md ``compact`` ``stats``; the arithmetic is in the module docstring).
+    """What one run did (docs/reference.md#json-results ``compact`` ``stats``; the arithmetic is in the module
+    docstring).
 
     ``records_read``: raw records of the new range ``[H_p(C), H_p)``; ``records_kept``: rows of the compacted
     view the run published (old and new together); ``records_removed``: compacted rows removed plus range

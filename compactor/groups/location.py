@@ -26,6 +26,14 @@ GROUP_STORE_ENV = "COMPACTOR_GROUP_STORE"
 DEFAULT_PREFIX = "_groups"
 
 
+def has_group_store(config: LakeConfig) -> bool:
+    """Whether ``config``'s lake has a place for consumer groups: one it names, else the default. Only a REST
+    catalog that places its tables itself (no warehouse location) has none; there, no group can exist, so
+    ``status`` shows none and the cleaner expires none, while a consumer or ``group`` verb gets the error of
+    ``group_store_uri`` naming ``--group-store``."""
+    return bool(config.group_store) or not config.catalog.is_rest or bool(config.warehouse)
+
+
 def group_store_uri(config: LakeConfig) -> str:
     """The group store of ``config``: the one it names, else the default (see the module docstring)."""
     if config.group_store:
@@ -33,7 +41,7 @@ def group_store_uri(config: LakeConfig) -> str:
     catalog = config.catalog
     if not catalog.is_rest and catalog.sqlalchemy_url.startswith(("sqlite", "postgresql")):
         return catalog.sqlalchemy_url
-    if not config.warehouse:
+    if not has_group_store(config):
         raise InputError(f"{catalog.describe()} places its tables itself, so consumer groups have no default place: "
                          "give one with --group-store (or COMPACTOR_GROUP_STORE): s3://bucket/prefix, "
                          "postgresql://user@host/db or a directory")

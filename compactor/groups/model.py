@@ -55,8 +55,8 @@ class Reset:
 @dataclass(frozen=True)
 class PendingRange:
     """The input range ``[start, end)`` of one partition that a consume-transform-produce step took and has not
-    committed yet (SEMANTICS section 7, "exactly once"), with the snapshots it was read from, so a replay reads
-    the very same records while those snapshots are retained."""
+    committed yet (docs/guarantees.md#consumers-and-groups, "exactly once"), with the snapshots it was read from, so
+    a replay reads the very same records while those snapshots are retained."""
 
     start: int
     end: int

@@ -1,4 +1,5 @@
-"""The rules of a group (SEMANTICS section 7), as changes to its document at one reading of the store's clock.
+"""The rules of a group (docs/guarantees.md#consumers-and-groups), as changes to its document at one reading of the
+store's clock.
 
 Each function takes the group's ``GroupState`` and ``now_ms`` (the store's clock, never a member's) and changes
 the state in place or raises; the store writes the result back only if nobody changed the group meanwhile

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 from compactor.errors import GroupNotFoundError, InputError
 from compactor.groups import rules
 from compactor.groups.backend import UNCHANGED, Backend, Clock, Outcome
-from compactor.groups.location import open_backend
+from compactor.groups.location import has_group_store, open_backend
 from compactor.groups.model import (
     DEFAULT_OFFSETS_RETENTION_MS,
     GroupSummary,
@@ -78,6 +78,12 @@ class GroupStore:
         self.backend = backend_of(lake)
         if clock is not None:
             self.backend.clock = clock
+
+    @classmethod
+    def if_any(cls, lake: Lake) -> GroupStore | None:
+        """The lake's store, or None where it has no place for groups (``groups.location.has_group_store``):
+        for readers of groups that have nothing to show there (``status``, the cleaner)."""
+        return cls(lake) if has_group_store(lake.config) else None
 
     @property
     def description(self) -> str:

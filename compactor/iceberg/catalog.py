@@ -171,7 +171,7 @@ NO_BUCKET_MARKERS = ("nosuchbucket", "no_such_bucket", "bucket does not exist", 
 def storage_error(action: str, exc: BaseException) -> Exception:
     """The typed error for a storage failure: refused credentials, a missing bucket, or an outage (a REST
     catalog's failures as ``iceberg.rest.rest_failure`` classifies them)."""
-    from compactor.errors import BucketNotFoundError, StorageAccessDeniedError
+    from compactor.errors import StorageAccessDeniedError
 
     rest = rest_failure(action, exc)
     if rest is not None:
@@ -183,8 +183,8 @@ def storage_error(action: str, exc: BaseException) -> Exception:
             f"{action}: access denied: the object store or catalog refused the credentials (check "
             f"AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the catalog URI's user, and the bucket policy): {detail}")
     if any(marker in text for marker in NO_BUCKET_MARKERS):
-        return BucketNotFoundError(f"{action}: the warehouse bucket does not exist (create it, or fix "
-                                   f"--warehouse): {detail}")
+        return LakeNotFoundError(f"{action}: the warehouse bucket does not exist (create it, or fix "
+                                 f"--warehouse): {detail}")
     return StorageUnavailableError(f"{action}: storage unavailable: {detail}")
 
 

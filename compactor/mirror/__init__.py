@@ -1,4 +1,4 @@
-"""Mirrors: Kafka topics copied into lake topics with their own offsets, exactly once (SEMANTICS section 8).
+"""Mirrors: Kafka topics copied into lake topics with their own offsets, exactly once (docs/guarantees.md#mirrors).
 
 * ``runner``: ``Mirror``, the loop (consume, commit, follow the source, stop);
 * ``follow``: the topics it copies and each partition's position against the source (added partitions and

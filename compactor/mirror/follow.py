@@ -1,5 +1,5 @@
 """The source side of a running mirror: which Kafka topics it copies, and where each partition stands against
-its source (SEMANTICS section 8).
+its source (docs/guarantees.md#mirrors).
 
 ``Follower.discover`` opens the lake topic of every Kafka topic to mirror (under a pattern, of topics created
 later too), grows it with partitions added at the source, and judges every partition's position against the

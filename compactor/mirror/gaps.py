@@ -1,4 +1,4 @@
-"""Source gaps: where a mirror's position no longer continues its Kafka source (SEMANTICS section 8). Pure logic.
+"""Source gaps: where a mirror's position no longer continues its Kafka source (docs/guarantees.md#mirrors). Pure logic.
 
 A partition's position ``pos`` (the next source offset, the lake's ``N_p``) meets the source's ``[start, end)``:
 

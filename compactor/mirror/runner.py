@@ -1,4 +1,4 @@
-"""``Mirror``: copy Kafka topics into lake topics, record for record, exactly once (SEMANTICS section 8).
+"""``Mirror``: copy Kafka topics into lake topics, record for record, exactly once (docs/guarantees.md#mirrors).
 
 The loop, like a sink connector's:
 
@@ -57,7 +57,7 @@ class Mirror:
                  topic_config: Mapping[str, str] | None = None, on_source_gap: str = "error",
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, batch_records: int = DEFAULT_BATCH_RECORDS,
                  once: bool = False, metadata_refresh_ms: int = DEFAULT_METADATA_REFRESH_MS,
-                 timeout_s: float = 30.0, listener: Listener | None = None, env: Mapping[str, str] | None = None,
+                 timeout_s: float | None = None, listener: Listener | None = None, env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not bootstrap_servers or not bootstrap_servers.strip():
             raise UsageError("--bootstrap-servers is empty")
@@ -77,7 +77,7 @@ class Mirror:
         self.batch_records = batch_records
         self.once = once
         self.refresh_s = metadata_refresh_ms / 1000
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s if timeout_s is not None else self.settings.timeout_s
         self.clock = clock
         self.progress = Progress("mirror", ",".join(topics) or f"/{pattern}/", listener=listener)
         self.targets: dict[str, Target] = {}

@@ -55,6 +55,12 @@ class ClientSettings:
     start: str = "earliest"  # where a partition the lake has never held starts (auto.offset.reset)
 
     @property
+    def timeout_s(self) -> float:
+        """How long the mirror waits for an answer from Kafka (its admin requests; at the start, the cluster's
+        topics): librdkafka's ``socket.timeout.ms`` when given, else 30 s."""
+        return int(self.values["socket.timeout.ms"]) / 1000 if "socket.timeout.ms" in self.values else 30.0
+
+    @property
     def isolation_level(self) -> str:
         return self.values.get("isolation.level", "read_committed")
 
@@ -142,6 +148,9 @@ def resolve_settings(kafka_config: Mapping[str, str] | list[str] | None = None,
     if start not in START_POLICIES:
         raise UsageError(f"auto.offset.reset={start!r}: a mirror starts a new partition at 'earliest' or 'latest' "
                          "(a gap in the source is judged by --on-source-gap)")
+    timeout = values.get("socket.timeout.ms", "30000")
+    if not timeout.isdigit() or int(timeout) < 1:
+        raise UsageError(f"socket.timeout.ms must be a positive number of milliseconds, got {timeout!r}")
     if values.get("isolation.level", "read_committed") not in ISOLATION_LEVELS:
         raise UsageError(f"isolation.level must be one of {', '.join(ISOLATION_LEVELS)}")
     return ClientSettings(values, start)

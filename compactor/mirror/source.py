@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,33 @@ from compactor.errors import KafkaAccessDeniedError, KafkaSourceError, KafkaTopi
 from compactor.mirror.settings import ClientSettings
 
 KAFKA_LOG = logging.getLogger("compactor.mirror.kafka")
+REPEAT_QUIET_S = 30.0  # a librdkafka line said again within this long is left out (see ``RepeatFilter``)
+
+
+class RepeatFilter(logging.Filter):
+    """Leaves out a librdkafka log line already said within the last ``REPEAT_QUIET_S``: a broker that cannot be
+    reached otherwise gets one "Connect ... failed" line per attempt from every client, dozens a second. Lines
+    differing only in their numbers (milliseconds, counts) are the same line."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.clock = clock
+        self.said: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = re.sub(r"\d+", "#", record.getMessage())
+        now = self.clock()
+        last = self.said.get(key)
+        if last is not None and now - last < REPEAT_QUIET_S:
+            return False
+        if len(self.said) > 1000:
+            self.said.clear()
+        self.said[key] = now
+        return True
+
+
+KAFKA_LOG.addFilter(RepeatFilter())
+
 # Kafka's codes for credentials the broker refused (librdkafka: SASL, SSL and authorization failures).
 REFUSED = {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
            "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_SSL"}
@@ -91,7 +119,9 @@ class Source:
                     raise describe_error(refused[0], self.servers) from None
                 if time.monotonic() >= deadline:
                     error = describe_error(exc.args[0] if exc.args else exc, self.servers)
-                    raise type(error)(f"listing the topics: {error}") from None
+                    raise type(error)(f"no answer from Kafka within {self.timeout_s:g} s (socket.timeout.ms) while "
+                                      f"listing the topics: {error}; check --bootstrap-servers, that the brokers "
+                                      "are up and reachable from here, and security.protocol") from None
 
     def describe(self, names: Sequence[str]) -> dict[str, TopicInfo]:
         """Partition counts and topic ids of ``names``; a topic the cluster lacks is left out."""
@@ -142,4 +172,4 @@ class Source:
         return {tp: (found["start"][tp], found["end"][tp]) for tp in partitions}
 
 
-__all__ = ["COPIED_SETTINGS", "KAFKA_LOG", "Source", "TopicInfo", "describe_error", "kafka_errors"]
+__all__ = ["COPIED_SETTINGS", "KAFKA_LOG", "RepeatFilter", "Source", "TopicInfo", "describe_error", "kafka_errors"]

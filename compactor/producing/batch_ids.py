@@ -1,9 +1,9 @@
 """The durable record of committed batch ids: idempotent producing for ``producer.id.expiration.ms``.
 
-Re-sending a batch whose id was committed appends nothing and returns the original offsets (SEMANTICS
-section 1). The record must outlive snapshot expiry and retention, stay bounded, change in the same commit as
-the append, and cost the same on every commit whatever the topic's age. So it is a small log-structured store
-referenced from one table property (``compactor.batch-ids``), never from snapshots:
+Re-sending a batch whose id was committed appends nothing and returns the original offsets
+(docs/guarantees.md#the-raw-log). The record must outlive snapshot expiry and retention, stay bounded, change in the
+same commit as the append, and cost the same on every commit whatever the topic's age. So it is a small log-structured
+store referenced from one table property (``compactor.batch-ids``), never from snapshots:
 
 * the **tail**: the newest entries, inline in the property (at most ``TAIL_ENTRIES`` entries and about
   ``TAIL_BYTES`` bytes), so an append rewrites only a few kilobytes of it;

@@ -5,7 +5,7 @@ number of threads) into the open batch. One background thread commits batches on
 ``max.in.flight.requests.per.connection=1``, so a producer's records keep their send order in each
 partition): a batch closes when its first record has waited ``linger_ms``, when it holds ``batch_bytes`` of
 records, or on ``flush``/``close``; records sent while a commit is under way gather in the next batch. Each
-commit is one atomic batch (SEMANTICS section 1); a send's future resolves to ``RecordMetadata(partition,
+commit is one atomic batch (docs/guarantees.md#the-raw-log); a send's future resolves to ``RecordMetadata(partition,
 offset)`` once its batch committed, or fails with the batch's error: a failed commit fails exactly the futures
 of its batch, and the next batch is unaffected.
 

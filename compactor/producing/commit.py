@@ -39,7 +39,7 @@ from pyiceberg.table import Table
 
 from compactor import failpoints
 from compactor import properties as props
-from compactor.errors import AppendConflictError, CommitConflictError, OutcomeUnknownError
+from compactor.errors import CommitConflictError, OutcomeUnknownError
 from compactor.iceberg.catalog import first_line
 from compactor.iceberg.commits import RefMove, commit
 from compactor.iceberg.snapshots import build_append
@@ -119,7 +119,7 @@ def commit_batch(topic: Topic, batch: BatchCommit, planned: BatchStart, *, max_a
     # so the files stay, and orphan cleanup removes them if the batch did not land.
     if landed is None:
         batch.staged.discard()
-        raise AppendConflictError(
+        raise CommitConflictError(
             f"append conflict: {max_attempts} attempts to append to {topic.name} lost the race with other "
             "appenders; nothing was written. Retry later, or produce larger, fewer batches."
         )

@@ -45,14 +45,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compactor.clock import resolve_now_ms
-from compactor.errors import InputError
+from compactor.errors import CountMismatchError, InputError
 from compactor.lake import Lake
 from compactor.producing.commit import DEFAULT_ATTEMPTS, BatchCommit, commit_batch
 from compactor.producing.produced import BatchSummary, landed_summary
 from compactor.producing.replay import start
-from compactor.producing.spark_files import CountMismatchError, SparkFiles
+from compactor.producing.spark_counts import ROW_BITS, Counts, bad_row
+from compactor.producing.spark_files import SparkFiles
 from compactor.producing.spark_plan import placement_ignores_projection
-from compactor.producing.spark_stage import ROW_BITS, Counts, bad_row
 from compactor.spark.udf import headers_type, murmur2_partition, topic_counts
 from compactor.topics.record_rules import SIZE, spark_problems, spark_record_bytes
 from compactor.topics.topic import Topic

@@ -2,7 +2,7 @@
 
 Rows arrive in chunks (a whole in-memory batch is one or a few chunks; a streamed file many). Each chunk's rows
 are grouped by partition and appended to that partition's open Parquet file, with offsets ``base_p + rank``.
-A file therefore holds one partition and a contiguous, increasing offset range (SEMANTICS section 1, last
+A file therefore holds one partition and a contiguous, increasing offset range (docs/guarantees.md#the-raw-log, last
 rule); it is closed and a new one started past ``write.target-file-size-bytes`` (uncompressed). Nothing is
 visible until the commit references the files; files of a batch that never commits are deleted (or, after a
 crash, left to orphan cleanup).

@@ -1,4 +1,4 @@
-"""The exact JSON Lines parser of producer input (INTERFACE.md, "Record JSON"): one record per line, every rule
+"""The exact JSON Lines parser of producer input (docs/reference.md#record-json): one record per line, every rule
 of the format, and an error naming the line of the first bad record. ``producing.jsonl`` reads most input faster
 with Arrow's JSON reader and hands this parser every block it has any doubt about.
 

@@ -128,8 +128,8 @@ class BatchPlan:
 class CarriedOffsets:
     """The offsets a batch carries (``keep_offsets``: a mirror's), checked chunk by chunk in input order.
 
-    SEMANTICS section 1: per partition they strictly increase in input order and are dense from exactly ``N_p``
-    (``base``) or, on a mirrored topic (``gaps``), start at or above it. ``ranks`` turns them into the ranks the
+    docs/guarantees.md#the-raw-log: per partition they strictly increase in input order and are dense from exactly
+    ``N_p`` (``base``) or, on a mirrored topic (``gaps``), start at or above it. ``ranks`` turns them into the ranks the
     batch's files are written with (offset ``base_p + rank``) and the ranks its result is resolved with (offset
     ``first_p + rank``: the batch's entry records each partition's first offset), and ``first`` / ``ends`` say
     where each partition's rows start and the ``N_p`` they leave. ``check=False`` (a re-sent batch id, which

@@ -120,12 +120,20 @@ def decode(codes: np.ndarray, partitions: int, rr_shift: int = 0) -> np.ndarray:
     return np.where(keyless, shifted, codes).astype(np.int32)
 
 
-def same_batch(mine: np.ndarray, entry_counts: np.ndarray) -> None:
+def same_batch(mine: np.ndarray, entry_counts: np.ndarray, batch_id: str | None = None) -> None:
     """Raise ``BatchIdConflictError`` unless both batches put as many records in each partition."""
     if not np.array_equal(mine, entry_counts):
+        name = "batch id" if batch_id is None else f"batch id {batch_id!r}"
         raise BatchIdConflictError(
-            f"batch id was already used for a different batch ({int(entry_counts.sum())} records in partitions "
-            f"{entry_counts.tolist()}; this batch has {int(mine.sum())} records in partitions {mine.tolist()})")
+            f"{name} was already used for a different batch: it committed {_records(entry_counts)}, this batch "
+            f"has {_records(mine)}; nothing was appended (give new data a new batch id)")
+
+
+def _records(counts: np.ndarray) -> str:
+    """``3 records (partition 0: 2, partition 1: 1)``: a batch's records per partition, empty ones left out."""
+    total = int(counts.sum())
+    per_partition = ", ".join(f"partition {p}: {int(n)}" for p, n in enumerate(counts) if n)
+    return f"{total} record{'' if total == 1 else 's'}" + (f" ({per_partition})" if per_partition else "")
 
 
 __all__ = ["Placements", "decode", "encode", "same_batch"]

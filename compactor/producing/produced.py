@@ -58,7 +58,7 @@ class BatchSummary(JsonResult):
 def check_replay(entry: BatchEntry, counts: np.ndarray) -> None:
     """A re-sent batch must put as many records in each partition (``counts``) as the batch committed as
     ``entry`` did (else ``BatchIdConflictError``)."""
-    same_batch(counts, entry.arrays(len(counts))[1])
+    same_batch(counts, entry.arrays(len(counts))[1], entry.batch_id)
 
 
 def landed_summary(entry: BatchEntry, duplicate: bool, attempts: int, counts: np.ndarray) -> BatchSummary:

@@ -1,5 +1,6 @@
-"""Producing: append one atomic batch of records to a topic, with per-partition offsets (SEMANTICS 1): assigned
-densely from ``N_p``, or carried by the batch (``keep_offsets``: a mirror's, with gaps on a mirrored topic).
+"""Producing: append one atomic batch of records to a topic, with per-partition offsets
+(docs/guarantees.md#the-raw-log): assigned densely from ``N_p``, or carried by the batch (``keep_offsets``: a
+mirror's, with gaps on a mirrored topic).
 
 Three ways in, one path:
 

@@ -1,4 +1,4 @@
-"""Where a batch starts, and whether it is a replay: the first step of every produce (SEMANTICS section 1).
+"""Where a batch starts, and whether it is a replay: the first step of every produce (docs/guarantees.md#the-raw-log).
 
 A produce reads the topic once, here (``start``): its settings, ``N_p`` and the batch-id record of that one
 metadata version. A batch whose id the record holds within ``producer.id.expiration.ms`` is a **replay**: it

@@ -1,4 +1,4 @@
-"""The public path of ``register_functions`` (INTERFACE.md, "Python API"): after
+"""The public path of ``register_functions`` (docs/reference.md#the-python-api): after
 ``compactor.producing.spark_columns.register_functions(spark)``, Spark SQL has ``kafka_partition(key, n)``,
 Kafka's partitioner. The compiled Spark functions themselves are in ``compactor.spark.udf``."""
 

@@ -26,13 +26,13 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from compactor import schema as ts
-from compactor.errors import InputError
+from compactor.errors import CountMismatchError, InputError
 from compactor.iceberg.bounds import file_bound
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.manifests import topic_data_file
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
-from compactor.producing.spark_stage import Counts, bad_row
+from compactor.producing.spark_counts import Counts, bad_row
 from compactor.spark.udf import TASK_OFFSET_SKIP, task_offset, topic_files
 from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic
@@ -47,11 +47,6 @@ WRITE_OVERRIDES = {"write.parquet.row-group-size-bytes": str(32 * 1024 * 1024), 
 
 # an oversized record's error from ``compactor.udf.TopicFiles``: its bytes, Spark partition and 1-based row
 _TOO_LARGE = re.compile(r"compactor\.udf\.TopicFiles\.TOO_LARGE\[(\d+) (\d+) (\d+)\]")
-
-
-class CountMismatchError(InputError):
-    """The written files do not match the counting pass: the DataFrame returned other rows, or placed them in
-    other Spark partitions, when written than when counted."""
 
 
 class SparkFiles:
@@ -180,4 +175,4 @@ def check_files(files: list[DataFile], base: np.ndarray, counts: np.ndarray, tab
                 "deterministic): sort it, read it from files or cache() it; nothing was written")
 
 
-__all__ = ["WRITE_OVERRIDES", "CountMismatchError", "SparkFiles", "check_files"]
+__all__ = ["WRITE_OVERRIDES", "SparkFiles", "check_files"]

@@ -1,4 +1,4 @@
-"""Retention (SEMANTICS section 4): Kafka's cleanup policies on Iceberg, then snapshot expiry.
+"""Retention (docs/guarantees.md#retention): Kafka's cleanup policies on Iceberg, then snapshot expiry.
 
 Public entry point: ``run_retention(lake, name, now_ms=None, dry_run=False) -> RetentionResult``.
 """

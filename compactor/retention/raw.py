@@ -1,6 +1,6 @@
 """Raw-log retention: remove a prefix of whole data files per partition and advance the log start offset.
 
-SEMANTICS section 4. Raw data files of a partition hold contiguous, disjoint offset ranges, so removing whole
+docs/guarantees.md#retention. Raw data files of a partition hold contiguous, disjoint offset ranges, so removing whole
 files from the front keeps every partition a gap-free ``[LSO_p, N_p)``. Per partition, in offset order:
 
 * by time: a file goes while every record in it has ``timestamp < now - retention.ms`` (its upper timestamp

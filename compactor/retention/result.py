@@ -1,6 +1,6 @@
 """What a retention pass removed (or would remove, in a dry run), as printed by ``compactor retention``.
 
-``RetentionResult`` holds the INTERFACE.md totals first, then one typed part per step of the pass (the raw
+``RetentionResult`` holds the docs/reference.md totals first, then one typed part per step of the pass (the raw
 prefix removal per partition, the compacted trim, the policy-off drop, expiry of both tables), each under the
 JSON name it has always been printed with.
 """
@@ -64,7 +64,8 @@ class Expiry(JsonResult):
 
 @dataclass
 class RetentionResult(JsonResult):
-    """Totals of one retention pass over one topic (INTERFACE.md ``retention`` fields), then each step's part."""
+    """Totals of one retention pass over one topic (docs/reference.md#json-results ``retention`` fields), then each
+    step's part."""
 
     topic: str
     dry_run: bool
@@ -81,7 +82,6 @@ class RetentionResult(JsonResult):
     policy_off: PolicyOff = field(default_factory=lambda: PolicyOff(applies=False))
     expiry: Expiry = field(default_factory=Expiry)
     dropped_run_tables: list[str] = field(default_factory=list)  # phase-1 tables of compaction runs that died
-    dropped_staging_tables: list[str] = field(default_factory=list)  # of DataFrame producers that died
     deleted_files: int = 0  # files physically deleted by expiry of both tables (orphans included)
     deleted_bytes: int = 0
     duration_ms: int = 0

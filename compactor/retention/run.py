@@ -1,4 +1,4 @@
-"""One retention pass over one topic (``compactor retention``): SEMANTICS section 4, in this order.
+"""One retention pass over one topic (``compactor retention``): docs/guarantees.md#retention, in this order.
 
 1. **Raw prefix removal** (pyiceberg, no Spark): per partition, whole files from the front by
    ``retention.ms`` and ``retention.bytes``, capped under ``compact`` below the horizon of every retained
@@ -40,7 +40,6 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.commits import send_transaction
 from compactor.iceberg.expressions import partition_range
 from compactor.iceberg.storage import delete_prefix
-from compactor.producing.spark_stage import drop_stale_staging
 from compactor.progress import Progress
 from compactor.retention.expiry import ExpiryResult, expire_table
 from compactor.retention.raw import PartitionPlan, new_properties, plan_partition, retention_caps
@@ -111,8 +110,6 @@ class RetentionPass:
             self.lake.catalog, self.lake.config, self.name, self.now, settings.orphan_min_age_ms,
             view_location=state.table.metadata.location, dry_run=self.dry_run, view_io=state.table.io)
             if state is not None else [])
-        result.dropped_staging_tables = drop_stale_staging(self.lake.catalog, self.lake.config, self.name,
-                                                           self.now, settings.orphan_min_age_ms, dry_run=self.dry_run)
         result.expired_snapshots = len(expiry.raw.expired_snapshots) + len(expiry.compacted.expired_snapshots)
         result.deleted_files = sum(e.deleted_files + e.orphan_files for e in (expiry.raw, expiry.compacted))
         result.deleted_bytes = sum(e.deleted_bytes + e.orphan_bytes for e in (expiry.raw, expiry.compacted))

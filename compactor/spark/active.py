@@ -4,7 +4,7 @@ Spark resolves some things on the thread's *active* session rather than on the s
 Iceberg's ``IcebergSource`` (``spark.read.format("iceberg").load(...)``) finds its catalog there, Iceberg's
 ``SparkTable`` reads its ``spark.sql.iceberg.*`` settings there, and a catalog reads its configuration from it
 when first used. The product's jobs run on a private session (``Lake.job_spark()``), so every Spark step of a
-job must run with that session active, or a step resolves against the caller's session (issue 19: a compaction
+job must run with that session active, or a step resolves against the caller's session (for example, a compaction
 with no new records failed with "Catalog 'default_iceberg' plugin class not found", because nothing had yet
 made the job session active). PySpark's ``createDataFrame`` also makes its session active and never puts the
 old one back; ``active_session`` restores the caller's active session on exit, so nothing a job did stays

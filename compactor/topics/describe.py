@@ -14,7 +14,7 @@ from compactor.topics.topic import Topic
 
 @dataclass(frozen=True)
 class ErasureBound(JsonResult):
-    """SEMANTICS section 4, "Erasure bound": how long a superseded or deleted value can survive."""
+    """docs/guarantees.md#retention, "Erasure bound": how long a superseded or deleted value can survive."""
 
     retention_ms: int
     snapshot_expiry_ms: int

@@ -1,4 +1,4 @@
-"""A mirrored topic's record of its Kafka source (SEMANTICS section 8), kept in one table property.
+"""A mirrored topic's record of its Kafka source (docs/guarantees.md#mirrors), kept in one table property.
 
 A topic whose table carries ``compactor.mirror`` is a mirror: its offsets are its Kafka source's, so they strictly
 increase per partition but may have gaps (transaction markers, aborted records, records Kafka's cleaner or

@@ -1,4 +1,4 @@
-"""The record rules of SEMANTICS section 1, in one place: a record's bytes, and what makes a record bad.
+"""The record rules of docs/guarantees.md#the-raw-log, in one place: a record's bytes, and what makes a record bad.
 
 A record's **bytes** (what counts against ``max.message.bytes``, the topic's logical bytes and compaction's
 clean and dirty bytes) are its key + value + header keys and values, nulls counting 0. A record is **bad**
@@ -38,8 +38,10 @@ def partition_out_of_range(partition: object, partitions: int) -> str:
     return f"partition {partition} is out of range: the topic has {partitions} partition(s) (0..{partitions - 1})"
 
 
-def record_too_large(size: int, max_message_bytes: int) -> str:
-    return f"record of {size} bytes exceeds max.message.bytes ({max_message_bytes})"
+def record_too_large(size: int, max_message_bytes: int, where: str = "") -> str:
+    """The message for a record of ``size`` bytes over the limit (``where``: after the problem, before the hint)."""
+    return (f"record of {size} bytes exceeds max.message.bytes ({max_message_bytes}){where}; to accept it, raise "
+            f"the topic's limit: compactor topic config NAME --set max.message.bytes={size}")
 
 
 def timestamp_out_of_range(timestamp_ms: object) -> str:

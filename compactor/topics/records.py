@@ -1,4 +1,4 @@
-"""Records (``ProducerRecord`` to append, ``Record`` as stored) and their JSON Lines output form (INTERFACE.md,
+"""Records (``ProducerRecord`` to append, ``Record`` as stored) and their JSON Lines output form (docs/reference.md,
 "Record JSON"): every field present, ``headers`` as ``[]`` when there are none, bytes that are not UTF-8 as
 ``{"base64": ...}``. (The input side, with every rule of the format, is ``producing.jsonl_exact``.)
 """

@@ -88,7 +88,7 @@ def read_offsets(properties: Mapping[str, str]) -> PartitionOffsets:
 def grown_properties(properties: Mapping[str, str], partitions: int) -> dict[str, str]:
     """The per-partition properties of a topic grown to ``partitions`` partitions (the new ones empty: ``N_p``,
     ``LSO_p`` and their byte counts 0), to be set in one commit. Only a mirrored topic grows, following its
-    source (SEMANTICS section 1); fewer partitions than it has is an error."""
+    source (docs/guarantees.md#the-raw-log); fewer partitions than it has is an error."""
     offsets = read_offsets(properties)
     if partitions < offsets.partitions:
         raise TopicCorruptError(f"a topic never loses partitions: it has {offsets.partitions}, asked for "

@@ -1,4 +1,4 @@
-"""The command line: the verbs of INTERFACE.md, their output, and exit statuses."""
+"""The command line: the verbs of docs/reference.md, their output, and exit statuses."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def test_produce_from_file_with_batch_id(tmp_path: Path, capsys: pytest.CaptureF
     data.write_text('{"key": "a", "value": "1"}\n{"key": "b", "value": "2"}\n')
     first = run(capsys, wh, "produce", "a.t", "--file", str(data), "--batch-id", "x1")
     second = run(capsys, wh, "produce", "a.t", "--file", str(data), "--batch-id", "x1")
-    assert first == second
+    assert first[:2] == second[:2] == (0, '{"partition": 0, "offset": 0}\n{"partition": 0, "offset": 1}\n')
+    assert "already committed" not in first[2] and "'x1' was already committed" in second[2]  # the replay, said
     _, out, _ = run(capsys, wh, "read", "a.t", "--raw")
     assert len(out.splitlines()) == 2
 
@@ -117,28 +118,28 @@ def test_environment_selects_the_warehouse(tmp_path: Path, capsys: pytest.Captur
     assert (tmp_path / "envwh" / "catalog.db").exists()
 
 
+VERBS = [["produce", "a.t"], ["read", "a.t", "--raw"], ["read", "a.t", "--compacted"], ["topic", "list"],
+         ["topic", "describe", "a.t"], ["status", "a.t", "--json"], ["status", "a.t"], ["retention", "a.t"]]
+
+
 def test_non_spark_verbs_never_start_a_jvm(tmp_path: Path) -> None:
     """topic, produce, read, status and retention under delete (and their imports) must not load pyspark."""
     script = f"""
-import sys, io
+import io, json, sys
 from compactor.cli.main import main
 wh = {str(tmp_path / 'wh')!r}
-assert main(["--warehouse", wh, "topic", "create", "a.t"]) == 0
+codes = [main(["--warehouse", wh, "topic", "create", "a.t"])]
 sys.stdin = io.StringIO('{{"key": "k", "value": "v"}}\\n')
-assert main(["--warehouse", wh, "produce", "a.t"]) == 0
-assert main(["--warehouse", wh, "read", "a.t", "--raw"]) == 0
-assert main(["--warehouse", wh, "read", "a.t", "--compacted"]) == 0
-assert main(["--warehouse", wh, "topic", "list"]) == 0
-assert main(["--warehouse", wh, "topic", "describe", "a.t"]) == 0
-assert main(["--warehouse", wh, "status", "a.t", "--json"]) == 0
-assert main(["--warehouse", wh, "status", "a.t"]) == 0
-assert main(["--warehouse", wh, "retention", "a.t"]) == 0
-assert "pyspark" not in sys.modules, "pyspark was imported"
+for verb in {VERBS!r}:
+    codes.append(main(["--warehouse", wh, *verb]))
+sys.stderr.write("RESULT " + json.dumps({{"codes": codes, "pyspark": "pyspark" in sys.modules}}) + "\\n")
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
                             check=False)
     assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stderr.split("RESULT ")[-1])
+    assert outcome == {"codes": [0] * (len(VERBS) + 1), "pyspark": False}, result.stderr
 
 
 def test_progress_lines_follow_the_current_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str],

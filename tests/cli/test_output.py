@@ -1,4 +1,4 @@
-"""Quiet, scriptable output (INTERFACE.md): the result alone on standard output, progress and logs on standard
+"""Quiet, scriptable output (docs/reference.md): the result alone on standard output, progress and logs on standard
 error, Spark's start-up noise off a default run and back with ``--log-level``; also under ``spark-submit``."""
 
 from __future__ import annotations

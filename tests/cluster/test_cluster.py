@@ -1,9 +1,9 @@
-"""Compaction on a real Spark standalone cluster (issue 11): a master and two workers of one core each, on
+"""Compaction on a real Spark standalone cluster: a master and two workers of one core each, on
 loopback, run ``infra/cluster/submit.sh compact`` against moto's S3 server with a shared catalog. Spark's event
 log shows the tasks of the stages that read the raw log spread over both workers' executors, and the compacted
 read is right. The driver binds to an address the executors reach without ``SPARK_LOCAL_IP`` being set.
 
-On the same cluster (issue 22), ``submit.sh produce --engine spark`` appends a Parquet input through
+On the same cluster, ``submit.sh produce --engine spark`` appends a Parquet input through
 ``produce_dataframe``: the stages whose plan holds the compiled ``kafka_partition`` run on both workers (so the
 jar ``spark-submit --jars`` shipped is loaded there), and every record's partition is the one the Python
 producer gives the same key (random binary, empty and non-UTF-8 keys included)."""

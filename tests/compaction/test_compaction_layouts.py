@@ -1,4 +1,4 @@
-"""The two layouts of a compaction's Spark work (issue 11): a topic with fewer partitions than task slots is
+"""The two layouts of a compaction's Spark work: a topic with fewer partitions than task slots is
 split into offset slices, full rows are never shuffled, phase 1 exchanges only (partition, key, offset), both
 layouts give the same compacted view, and the caller's SparkSession is never changed."""
 
@@ -143,7 +143,7 @@ def test_random_rounds_on_one_partition_with_many_tasks(spark: SparkSession, lak
                                                         seed: int, keys: int, null_key: str) -> None:
     """The randomised model rounds (tests/compaction/test_compaction_random.py), forced onto the sliced layout with a
     slice per file: phase 1 exchanges, phase 2 joins slices with replicated winners, and every run matches
-    the reference model (SEMANTICS sections 2 and 3)."""
+    the reference model (docs/guarantees.md#compaction and #the-cursor-and-failures)."""
     from tests.compaction.test_compaction_random import HOUR, check_against_model, random_batch
     from tests.helpers import produce_both
     from tests.model import ModelSettings, TopicModel

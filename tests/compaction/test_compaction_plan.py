@@ -1,4 +1,4 @@
-"""The compaction plan and the layout choice: pure decisions, tested without a JVM (SEMANTICS section 2)."""
+"""The compaction plan and the layout choice: pure decisions, tested without a JVM (docs/guarantees.md#compaction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Runs with no new records that still have work (issue 19): expired tombstones, keyless rows after a switch to
+"""Runs with no new records that still have work: expired tombstones, keyless rows after a switch to
 ``compaction.null-key=drop``, a ``delete,compact`` trim, and a forced rewrite that meets expired tombstones.
 
 Each kind runs in both layouts in this process, and once more through ``compactor``'s command line in a fresh

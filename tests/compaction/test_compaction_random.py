@@ -125,7 +125,7 @@ def rounds_against_the_model(lake: Lake, seed: int, partitions: int, keys: int, 
         check_against_model(lake, "r.t", model, seed, f"round {round_number}")
         commits += expected_commit
     assert commits >= 3, f"seed {seed}: only {commits} runs committed; the case tests too little"
-    # runs with nothing new (issue 19): past every delete horizon, then with keyless rows dropped, in each layout
+    # runs with nothing new: past every delete horizon, then with keyless rows dropped, in each layout
     for step, layout in enumerate(LAYOUTS):
         now += retention + 1
         if step == 1 and settings.null_key == "retain":
@@ -137,14 +137,14 @@ def rounds_against_the_model(lake: Lake, seed: int, partitions: int, keys: int, 
         check_against_model(lake, "r.t", model, seed, f"quiet run {step}")
 
 
-# the offset case stays in the pre-commit loop (SEMANTICS section 2's central property); the others when slow,
+# the offset case stays in the pre-commit loop (docs/guarantees.md#compaction's central property); the others when slow,
 # and so does the REST catalog's
 @pytest.mark.parametrize("backend", ["local", pytest.param("rest", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("strategy, seed", [("offset", 61), pytest.param("timestamp", 72, marks=pytest.mark.slow),
                                             pytest.param("header", 84, marks=pytest.mark.slow)])
 def test_incremental_equals_full(spark_session: SparkSession, backend: Backend, strategy: str, seed: int) -> None:
-    """SEMANTICS section 2, "Incremental = full": a chain of incremental runs, and one full compaction of the
-    same raw offsets at the last run's now and settings, each give exactly the reference model's rows (delete
+    """docs/guarantees.md#compaction, "Incremental equals full": a chain of incremental runs, and one full compaction of
+    the same raw offsets at the last run's now and settings, each give exactly the reference model's rows (delete
     horizons included); and they differ only in tombstones: the full run keeps each latest tombstone (stamped
     at this now), the chain keeps it iff the delete horizon its first run stored is > now. Under ``timestamp``
     and ``header`` a record that ranks below a tombstone whose delete horizon passed before it arrived has

@@ -1,4 +1,4 @@
-"""One test per rule of SEMANTICS section 2 (compaction), through the real Spark job."""
+"""One test per rule of docs/guarantees.md#compaction, through the real Spark job."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Crash safety and concurrency of compaction (SEMANTICS section 3): failure points, killed processes,
-racing compactors, producers appending during a run, and commits whose outcome cannot be learned."""
+"""Crash safety and concurrency of compaction (docs/guarantees.md#the-cursor-and-failures): failure points, killed
+processes, racing compactors, producers appending during a run, and commits whose outcome cannot be learned."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from compactor.compaction import lease
 from compactor.compaction.job import TwoPhaseCompactor, compact_topic
 from compactor.compaction.staging import STAGE_PREFIX
 from compactor.cursor import TAG_PREFIX
-from compactor.errors import CursorCorruptError, CursorMovedError, InjectedFailureError
+from compactor.errors import CommitConflictError, CursorCorruptError, InjectedFailureError
 from compactor.lake import Lake
 from compactor.topics.records import ProducerRecord
 from tests.helpers import compacted_rows, current_cursor, produce_both, view
@@ -102,7 +102,8 @@ def test_cursor_moved_fails_cleanly_when_restarts_are_exhausted(spark: SparkSess
         with failpoints.enabled({"before-commit": lambda: None}):
             compact_topic(lake, "s.t", now_ms=4000)
 
-    with failpoints.enabled({"before-commit": another_run_commits}), pytest.raises(CursorMovedError):
+    with (failpoints.enabled({"before-commit": another_run_commits}),
+          pytest.raises(CommitConflictError, match="cursor moved")):
         TwoPhaseCompactor(lake, "s.t", now_ms=4000, max_attempts=1).run()
     after = current_cursor(lake, "s.t")
     assert after is not None and before is not None

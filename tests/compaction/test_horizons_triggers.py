@@ -1,7 +1,7 @@
-"""Horizons and triggers from file statistics (SEMANTICS sections 2 "Horizon" and 4 "Triggers") as properties
-of their pure cores, over an in-memory raw snapshot (``tests/raw_views.py``): ``compute_horizons`` against
-the reference model, ``assess`` and the range figures it is built from against figures computed directly from
-the records, and the due rule (``triggers.decide``) on its own.
+"""Horizons and triggers from file statistics (docs/guarantees.md#compaction, "The horizon", and #retention, "When
+compaction is due") as properties of their pure cores, over an in-memory raw snapshot (``tests/raw_views.py``):
+``compute_horizons`` against the reference model, ``assess`` and the range figures it is built from against figures
+computed directly from the records, and the due rule (``triggers.decide``) on its own.
 """
 
 from __future__ import annotations

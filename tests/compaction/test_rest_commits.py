@@ -1,7 +1,7 @@
-"""The cursor's conditional commit on an Iceberg REST catalog (SEMANTICS section 3, issue 32): the publish asks the
-server for ``assert-ref-snapshot-id`` on the cursor ref, the server refuses a commit whose condition no longer
-holds, and a publish whose answer never comes while the table cannot be re-read exits 75 ("outcome unknown"),
-after which re-running is safe. Against Iceberg's own REST catalog server (``tests/servers.py``)."""
+"""The cursor's conditional commit on an Iceberg REST catalog (docs/guarantees.md#the-cursor-and-failures): the publish
+asks the server for ``assert-ref-snapshot-id`` on the cursor ref, the server refuses a commit whose condition no longer
+holds, and a publish whose answer never comes while the table cannot be re-read exits 75 ("outcome unknown"), after
+which re-running is safe. Against Iceberg's own REST catalog server (``tests/servers.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retention never breaks a live compaction (issue 19): with ``compaction.orphan-min-age-ms=0`` and a retention
+"""Retention never breaks a live compaction: with ``compaction.orphan-min-age-ms=0`` and a retention
 clock far ahead, a run's scratch table, staging branch and unwritten-yet-uncommitted files are spared while
 the run holds its lease (``compactor.compaction.lease``); a dead run's are removed once its lease lapses
 (tests/compaction/test_compaction_safety.py kills a run for that).

@@ -1,5 +1,5 @@
 """A compaction run, followed call by call from ``TwoPhaseCompactor``, passes through its steps once: plan, phase 1,
-phase 2, publish (issue 33). The run's data (``context``), its resources (lease, staging branch, scratch table),
+phase 2, publish. The run's data (``context``), its resources (lease, staging branch, scratch table),
 the Spark helpers (``execution``), the raw-log figures (``horizons``, ``triggers``) and the orchestrator (``job``)
 serve every step and are no step of their own."""
 

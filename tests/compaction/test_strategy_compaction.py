@@ -1,6 +1,6 @@
 """compaction.strategy through the real job: which row survives the first and incremental runs, in both layouts,
 the rewrite forced by a change of strategy, the delete,compact trim, the run's statistics, the dirty bytes, and
-the table view's merge of the compacted view with the raw tail (SEMANTICS section 2, "Strategies")."""
+the table view's merge of the compacted view with the raw tail (docs/guarantees.md#compaction, "Strategies")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Phase 1's two ways of handing its winners to phase 2 (issue 34): a small range in the partitioned layout keeps no
-scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or
-the sliced layout keeps them in the run's scratch table. Incremental = full (SEMANTICS section 2) and crash safety
-at every failure point (section 3) hold both ways: the same tests run on each way, and check which way their runs
-took."""
+scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
+sliced layout keeps them in the run's scratch table. Incremental = full (docs/guarantees.md#compaction) and crash safety
+at every failure point (#the-cursor-and-failures) hold both ways: the same tests run on each way, and check which way
+their runs took."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ def took(seen: list[bool], path: str) -> bool:
 @pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch"])
 def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool],
                                             path: str) -> None:
-    """SEMANTICS section 2's central property (``test_incremental_equals_full``) with the winners handed inline
-    and through the scratch table (the default for the test's small ranges is inline: the slow mark keeps that
+    """docs/guarantees.md#compaction's central property (``test_incremental_equals_full``) with the winners handed
+    inline and through the scratch table (the default for the test's small ranges is inline: the slow mark keeps that
     twin out of the pre-commit loop, where the original test runs it)."""
     local = Backend("local", lake, {}, lake.config.warehouse, str(lake.config.catalog))
     randomised.test_incremental_equals_full(spark, local, "offset", 61)
@@ -72,8 +72,9 @@ IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete")}  # the 
     for path in ("inline", "scratch") for point in POINTS])
 def test_failure_points_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool], path: str,
                                    point: str) -> None:
-    """SEMANTICS section 3: a failure at every point before the publish leaves the previous cursor and view and no
-    staging branch; the run then succeeds and matches the reference model (``test_failure_before_publish_...``)."""
+    """docs/guarantees.md#the-cursor-and-failures: a failure at every point before the publish leaves the previous
+    cursor and view and no staging branch; the run then succeeds and matches the reference model
+    (``test_failure_before_publish_...``)."""
     safety.test_failure_before_publish_leaves_the_previous_cursor(spark, lake, point)
     assert took(inline_runs, path), inline_runs  # the seeding run and the run after the failure, at least
 

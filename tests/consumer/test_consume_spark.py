@@ -222,8 +222,8 @@ def test_a_restarted_streaming_query_appends_each_epoch_once(spark: SparkSession
 
 
 def test_a_committed_position_below_the_log_start_resets_by_the_policy(spark: SparkSession, lake: Lake) -> None:
-    """SEMANTICS section 7: a raw range whose committed start retention removed (and no pending range) applies
-    auto.offset.reset (recorded), instead of failing every later call."""
+    """docs/guarantees.md#consumers-and-groups: a raw range whose committed start retention removed (and no pending
+    range) applies auto.offset.reset (recorded), instead of failing every later call."""
     from compactor.producing.producer import produce
     from compactor.retention import run_retention
     from compactor.topics.records import ProducerRecord

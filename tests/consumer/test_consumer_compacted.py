@@ -1,7 +1,7 @@
-"""Pulsar's readCompacted rule for consumers (SEMANTICS section 7), with real compactions and retention runs
-between polls (Spark): compacted rows at or after the position below the horizon, then raw; no record twice,
-no key's latest record skipped; below the log start a compacted consumer continues from the view; caught up
-after a trailing tombstone the view dropped. Few compactions: every one has new records."""
+"""Pulsar's readCompacted rule for consumers (docs/guarantees.md#consumers-and-groups), with real compactions and
+retention runs between polls (Spark): compacted rows at or after the position below the horizon, then raw; no record
+twice, no key's latest record skipped; below the log start a compacted consumer continues from the view; caught up after
+a trailing tombstone the view dropped. Few compactions: every one has new records."""
 
 from __future__ import annotations
 

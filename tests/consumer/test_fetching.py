@@ -1,5 +1,5 @@
-"""How a consumer reads (issue 29; SEMANTICS section 7, "Polls"): every partition with records gets its turn
-under a per-partition cap, an unreadable data file is retried once and then named in a clear error within the
+"""How a consumer reads (issue 29; docs/guarantees.md#consumers-and-groups, "Polls"): every partition with records gets
+its turn under a per-partition cap, an unreadable data file is retried once and then named in a clear error within the
 poll's timeout, and waiting costs the same however large the topic grew."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Credentials never reach a process's command line, nor any output or log (SEMANTICS section 6; issue 15).
+"""Credentials never reach a process's command line, nor any output or log
+(docs/guarantees.md#bad-input-and-credentials).
 
 A compaction runs on moto's S3 server with a PostgreSQL catalog whose role needs a password (scram), through
 the command line (local Spark) and through ``infra/cluster/submit.sh`` (``spark-submit``). While each job is
@@ -8,7 +9,7 @@ secret key nor the catalog password may appear in any process's arguments. The r
 either. The run succeeding at all shows the credentials did reach pyiceberg, Spark's catalog and S3A (the role
 refuses a wrong password).
 
-The same on an Iceberg REST catalog (issue 32): its OAuth2 client secret, the token the server issues for it and
+The same on an Iceberg REST catalog: its OAuth2 client secret, the token the server issues for it and
 the value of a header the server requires (each refused when wrong), given in the environment and a properties
 file, through the command line.
 """

@@ -1,4 +1,4 @@
-"""A REST catalog that vends storage credentials (issue 32): the product, given no S3 credentials of its own, works
+"""A REST catalog that vends storage credentials: the product, given no S3 credentials of its own, works
 with those the catalog hands out with each table, in pyiceberg (the table's file IO, and the product's own
 listing and deleting of files) and in Spark (Iceberg's S3FileIO for the tables, S3A for the files the product
 reads and writes by path).

@@ -1,5 +1,5 @@
-"""Consumer groups (SEMANTICS section 7) through consumers: one live owner per partition under leases,
-rebalancing, fenced commits, clean close, expiry, outages; on the catalog back-ends. In-process members; the
+"""Consumer groups (docs/guarantees.md#consumers-and-groups) through consumers: one live owner per partition under
+leases, rebalancing, fenced commits, clean close, expiry, outages; on the catalog back-ends. In-process members; the
 store's clock and the members' clocks are test clocks (``tests.consumers``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An Iceberg REST catalog (issue 32), against Iceberg's own REST catalog server (``tests/servers.py``): where its
+"""An Iceberg REST catalog, against Iceberg's own REST catalog server (``tests/servers.py``): where its
 settings and secrets come from, the warehouse name, tokens and client credentials and extra headers, and every
 outage or refusal as a clear error that changes nothing: a refused connection, 401, 403, 5xx, and a commit whose
 answer never comes ("outcome unknown", exit 75, unless the table shows that it landed).

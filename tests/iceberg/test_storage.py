@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compactor.cli.main import main
-from compactor.errors import BucketNotFoundError, StorageAccessDeniedError, StorageUnavailableError
+from compactor.errors import LakeNotFoundError, StorageAccessDeniedError, StorageUnavailableError
 from compactor.lake import Lake
 from tests.backends import Backend
 from tests.conftest import new_lake_config
@@ -53,7 +53,7 @@ def test_the_command_line_on_each_backend(backend: Backend, capsys: pytest.Captu
 def test_missing_bucket_is_a_clear_error(s3_server: S3Server, tmp_path: Path) -> None:
     config = new_lake_config("s3://no-such-bucket/lake", str(tmp_path / "catalog.db"), **s3_server.env)
     lake = Lake(config)
-    with pytest.raises(BucketNotFoundError, match="no-such-bucket"):
+    with pytest.raises(LakeNotFoundError, match="no-such-bucket"):
         lake.create_topic("m.t")
     assert lake.list_topics() == [], "nothing half-created"
 

@@ -1,7 +1,7 @@
-"""Offsets with gaps through the product, on topics mirrored from the test broker (SEMANTICS sections 1, 4, 5, 7):
-readers and ``read --from-offset`` (an offset in a gap continues at the next), consumers (positions, caught up at a
-log end past the last record, lag in offsets), retention's prefix, and compaction in both Spark layouts against
-the reference model fed the same records."""
+"""Offsets with gaps through the product, on topics mirrored from the test broker (docs/guarantees.md: the raw log,
+retention, readers, consumers): readers and ``read --from-offset`` (an offset in a gap continues at the next), consumers
+(positions, caught up at a log end past the last record, lag in offsets), retention's prefix, and compaction in both
+Spark layouts against the reference model fed the same records."""
 
 from __future__ import annotations
 
@@ -9,35 +9,19 @@ from typing import Any
 
 import pytest
 
-from compactor import Consumer, Mirror, TwoPhaseCompactor, run_retention
+from compactor import Consumer, Mirror, TopicPartition, TwoPhaseCompactor, run_retention
 from compactor.cli.main import main
 from compactor.consumer.admin import describe_group
+from compactor.consumer.units import take_unit
 from compactor.lake import Lake
 from compactor.topics.records import Record
 from readers import StartPosition, TopicReader
 from tests.helpers import view
-from tests.kafka_helpers import create_topic, in_transaction, produce, transactional
+from tests.kafka_helpers import gapped, in_transaction, transactional
 from tests.model import ModelSettings, TopicModel
 from tests.servers import KafkaBroker
 
 T0 = 1_800_000_000_000
-
-
-def gapped(lake: Lake, broker: KafkaBroker, **config: str) -> tuple[str, str]:
-    """A Kafka topic with committed and aborted transactions, mirrored: offsets 0, 1, 5, 6, 8 hold records (the
-    others are markers and aborted records) and N_p = 10, past the trailing marker."""
-    topic = create_topic(broker, config=config)
-    producer = transactional(broker)
-    in_transaction(producer, topic, [(0, b"a", b"1", None), (0, b"b", b"2", None)], commit=True)  # 0 1 (2)
-    in_transaction(producer, topic, [(0, b"a", b"x", None)], commit=False)  # 3 (4)
-    produce(broker, topic, [(0, b"c", b"3", None)])  # 5
-    in_transaction(producer, topic, [(0, b"a", b"4", None)], commit=True)  # 6 (7)
-    in_transaction(producer, topic, [(0, b"b", None, None)], commit=True)  # 8 (9)
-    Mirror(lake, broker.bootstrap, [topic], once=True).run()
-    name = f"kafka.{topic}"
-    assert [r.offset for r in TopicReader(lake, name)] == [0, 1, 5, 6, 8]
-    assert lake.topic(name).offsets().next_offsets == (10,)
-    return topic, name
 
 
 def offsets_from(lake: Lake, name: str, start: Any) -> list[int]:
@@ -116,11 +100,36 @@ def test_compaction_of_a_mirrored_topic_matches_the_model(lake: Lake, kafka_brok
     assert first.committed and first.horizons == {"0": 10} and first.stats.records_read == 5
     model.compact(T0, settings)
     assert _as_rows(view(lake, name)) == _as_rows(model.compacted_view())
+    # a compacted consumer and a compacted unit of replay over the view's gaps, up to N_p past the trailing marker
+    tp = TopicPartition(name, 0)
+    follower = Consumer(lake, name, group="c", read_compacted=True)
+    assert follower.beginning_offsets() == {tp: 0} and follower.end_offsets() == {tp: 10}
+    assert [r.offset for r in follower.poll(max_records=10)] == [r.offset for r in model.compacted_view()] == [
+        5, 6, 8]
+    assert follower.position() == {tp: 10} and follower.caught_up()
+    follower.seek(0, 3)  # an aborted record's offset, in the compacted range
+    assert [r.offset for r in follower.poll(max_records=10)] == [5, 6, 8] and follower.position() == {tp: 10}
+    follower.commit({tp: 3})
+    described = describe_group(lake, "c", now_ms=T0).partitions[0]
+    assert described.in_compacted_range and described.lag == 7
+    etl = Consumer(lake, name, group="i", read_compacted=True)
+    unit = take_unit(etl, name)  # what read_increment hands Spark, without a Spark job
+    assert unit is not None and (unit.start, unit.end) == (0, 10)
+    assert [r.offset for r in unit.reader.records()] == [5, 6, 8]
+    etl.commit({tp: unit.end})
     # more, with gaps: the next run reads only the new range, and equals the model's incremental run
     producer = transactional(kafka_broker)
     in_transaction(producer, topic, [(0, b"c", b"9", None), (0, b"e", b"10", None)], commit=True)  # 10 11 (12)
     in_transaction(producer, topic, [(0, b"a", b"no", None)], commit=False)  # 13 (14)
     Mirror(lake, kafka_broker.bootstrap, [topic], once=True).run()
+    # past the horizon the compacted consumer and the next unit read the raw tail, gaps and all
+    assert [(r.offset, r.value) for r in follower.poll(max_records=10)] == [(10, b"9"), (11, b"10")]
+    assert follower.position() == {tp: 15} and follower.caught_up()
+    follower.close()
+    unit = take_unit(etl, name)
+    assert unit is not None and (unit.start, unit.end) == (10, 15)
+    assert [r.offset for r in unit.reader.records()] == [10, 11]
+    etl.close()
     model.append([r for r in TopicReader(lake, name) if r.offset >= 10], gaps=True)
     model.advance(0, 15)
     second = TwoPhaseCompactor(lake, name, now_ms=T0 + 1, layout=layout).run()

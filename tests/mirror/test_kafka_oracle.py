@@ -1,5 +1,5 @@
-"""Kafka as the oracle of compaction (SEMANTICS section 8): for every key, the last record Kafka's own log cleaner
-keeps and the last record the compacted view keeps have the same offset and bytes; tombstones agree within and
+"""Kafka as the oracle of compaction (docs/guarantees.md#mirrors): for every key, the last record Kafka's own log
+cleaner keeps and the last record the compacted view keeps have the same offset and bytes; tombstones agree within and
 after ``delete.retention.ms``.
 
 The source topics have time-rolled segments (``segment.ms``) and a low dirty ratio, and the broker's cleaner

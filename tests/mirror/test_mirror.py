@@ -1,4 +1,4 @@
-"""``Mirror`` against the test broker (SEMANTICS section 8): records byte for byte, transactions and their gaps,
+"""``Mirror`` against the test broker (docs/guarantees.md#mirrors): records byte for byte, transactions and their gaps,
 exactly once across runs, Kafka's committed offsets for its tools, partitions and topics added at the source."""
 
 from __future__ import annotations
@@ -123,6 +123,15 @@ def test_read_committed_leaves_gaps_for_markers_and_aborted_records(lake: Lake, 
     other = once(lake, kafka_broker, topic, namespace="dirty", kafka_config={"isolation.level": "read_uncommitted"})
     assert [(r.offset, r.value) for r in TopicReader(lake, f"dirty.{topic}")][2] == (3, b"aborted")
     assert other.records_copied == 6
+
+
+def test_a_commit_comes_every_batch_records(lake: Lake, kafka_broker: KafkaBroker) -> None:
+    topic = create_topic(kafka_broker)
+    produce(kafka_broker, topic, [(0, b"k%d" % i, b"v", None) for i in range(25)])
+    summary = once(lake, kafka_broker, topic, batch_records=10, commit_interval_ms=600_000)
+    assert summary.records_copied == 25 and summary.commits == 3  # 10, 10, then the last 5 at the end
+    table = lake.topic(f"kafka.{topic}").table
+    assert sorted(f.record_count for f in (t.file for t in table.scan().plan_files())) == [5, 10, 10]
 
 
 def test_kafka_sees_the_mirrors_position_only_for_its_tools(lake: Lake, kafka_broker: KafkaBroker) -> None:

@@ -22,7 +22,7 @@ from compactor import Mirror
 from compactor.lake import Lake
 from readers import TopicReader
 from tests.kafka_helpers import consume_all, create_topic, in_transaction, offsets, produce, transactional, wait_for
-from tests.servers import KafkaBroker
+from tests.servers import KafkaBroker, RestCatalog
 
 SECRET = f"s3cret-{uuid.uuid4().hex}"
 
@@ -72,6 +72,66 @@ def test_once_over_sasl_prints_its_summary_and_progress_and_keeps_secrets_out(
     assert kafka_broker.sasl_password not in done.stdout + done.stderr
     assert lake_records(lake, f"kafka.{topic}") == consume_all(kafka_broker, topic, partitions=2)
 
+
+
+def test_failures_change_nothing_and_the_first_topic_makes_the_lake(kafka_broker: KafkaBroker,
+                                                                    tmp_path: Path) -> None:
+    """An unreachable broker and a missing topic are one-line errors that create nothing; the first topic a
+    mirror makes, like ``topic create``, makes the lake and says so."""
+    from compactor.config import LakeConfig
+    from tests.s3_server import free_port
+
+    warehouse = tmp_path / "new-lake"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK"))}
+    env.update(COMPACTOR_WAREHOUSE=str(warehouse), COMPACTOR_JARS_DIR=os.environ.get("COMPACTOR_JARS_DIR", ""))
+
+    def run(*args: str, servers: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command(kafka_broker, *args, "--once", servers=servers), check=False,
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    topic = create_topic(kafka_broker)
+    nobody = f"127.0.0.1:{free_port()}"
+    down = run("--topic", topic, "--kafka-config", "socket.timeout.ms=1500", servers=nobody)
+    assert down.returncode == 1 and down.stdout == "", down.stderr
+    last = down.stderr.strip().splitlines()[-1]
+    assert last.startswith("compactor: error: no answer from Kafka within 1.5 s") and f"Kafka at {nobody}" in last
+    assert len(down.stderr.splitlines()) < 10  # librdkafka's line per connection attempt is said once
+    missing = run("--topic", f"{topic}-missing")
+    assert missing.returncode == 1 and f"has no topic '{topic}-missing'" in missing.stderr, missing.stderr
+    assert not warehouse.exists()  # neither made a lake
+    produce(kafka_broker, topic, [(0, b"k", b"v", None)])
+    done = run("--topic", topic)
+    assert done.returncode == 0, done.stderr
+    assert f"creating a new lake: catalog 'lake' in sqlite:///{warehouse}/catalog.db" in done.stderr
+    assert json.loads(done.stdout)["records_copied"] == 1
+    lake = Lake(LakeConfig.resolve(warehouse=str(warehouse), env={}))  # the default catalog name, as the CLI's
+    assert lake_records(lake, f"kafka.{topic}") == consume_all(kafka_broker, topic)
+    lake.close()
+
+
+def test_a_mirror_on_a_rest_catalog(kafka_broker: KafkaBroker, rest_catalog: RestCatalog) -> None:
+    """In a fresh process configured by its environment only, as ``topic create`` is on a REST catalog: the
+    mirror creates its topic where the catalog places it, and records, positions and the source's state land."""
+    from tests.conftest import new_lake_config
+
+    topic = create_topic(kafka_broker, partitions=2)
+    producer = transactional(kafka_broker)
+    in_transaction(producer, topic, [(0, b"a", b"1", None), (1, b"b", None, [("h", b"")])], commit=True)
+    lake_env = rest_catalog.lake_env(rest_catalog.create_warehouse())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "AWS_"))}
+    env.update(lake_env, COMPACTOR_JARS_DIR=os.environ.get("COMPACTOR_JARS_DIR", ""))
+    done = subprocess.run(command(kafka_broker, "--topic", topic, "--once"), check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["records_copied"] == 2
+    assert rest_catalog.client_secret not in done.stdout + done.stderr
+    lake = Lake(new_lake_config("", rest_catalog.uri, **lake_env))
+    name = f"kafka.{topic}"
+    assert lake_records(lake, name) == consume_all(kafka_broker, topic, partitions=2)
+    assert lake.topic(name).offsets().next_offsets == (2, 2)  # past each partition's commit marker
+    state = lake.topic(name).mirror
+    assert state is not None and state.source == topic and state.source_log_end == (2, 2)
+    lake.close()
 
 
 def test_a_secret_on_the_command_line_is_refused(lake: Lake, capsys: pytest.CaptureFixture[str]) -> None:

@@ -102,3 +102,29 @@ def test_source_gaps(position: int, start: int, end: int, waiting: bool, id_chan
     if gap is not None:
         assert f"partition 0: the mirror's position is {position}" in gap.message()
         assert f"[{start}, {end})" in gap.message() and "--on-source-gap skip" in gap.message()
+
+
+def test_the_mirrors_timeout_is_socket_timeout_ms() -> None:
+    assert resolve_settings([], env={}).timeout_s == 30.0
+    assert resolve_settings(["socket.timeout.ms=2500"], env={}).timeout_s == 2.5
+    for bad in ("socket.timeout.ms=soon", "socket.timeout.ms=0"):
+        with pytest.raises(UsageError, match=r"socket\.timeout\.ms must be a positive number"):
+            resolve_settings([bad], env={})
+
+
+def test_librdkafka_lines_said_again_are_left_out_for_a_while() -> None:
+    import logging
+
+    from compactor.mirror.source import REPEAT_QUIET_S, RepeatFilter
+
+    now = [0.0]
+    quiet = RepeatFilter(clock=lambda: now[0])
+
+    def line(text: str) -> logging.LogRecord:
+        return logging.LogRecord("compactor.mirror.kafka", logging.ERROR, "", 0, text, None, None)
+
+    refused = "FAIL [rdkafka#consumer-2]: Connect to ipv4#127.0.0.1:1 failed (after %dms in state CONNECT)"
+    assert quiet.filter(line(refused % 0)) and not quiet.filter(line(refused % 1))  # the same but for a number
+    assert quiet.filter(line("another line"))
+    now[0] = REPEAT_QUIET_S + 1
+    assert quiet.filter(line(refused % 3))  # said again after a while

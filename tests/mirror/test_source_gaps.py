@@ -1,5 +1,5 @@
-"""Source gaps against the test broker (SEMANTICS section 8): retention at the source overtaking a stopped mirror,
-and a source topic deleted and created again. Each is an error naming the partition and the offsets, unless the
+"""Source gaps against the test broker (docs/guarantees.md#mirrors): retention at the source overtaking a stopped
+mirror, and a source topic deleted and created again. Each is an error naming the partition and the offsets, unless the
 mirror is told to skip, which is counted in its summary and in ``status``; a skip survives a restart."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Batches that carry their own offsets (SEMANTICS section 1): dense from exactly ``N_p`` on a produced topic; on a
-mirrored topic strictly increasing from at least ``N_p``, gaps allowed, with a mirror's source positions and
+"""Batches that carry their own offsets (docs/guarantees.md#the-raw-log): dense from exactly ``N_p`` on a produced
+topic; on a mirrored topic strictly increasing from at least ``N_p``, gaps allowed, with a mirror's source positions and
 record committed beside the rows. A mirrored topic takes no batch without offsets. No broker here: the topic is
 marked as a mirror directly (tests/kafka_helpers.py)."""
 

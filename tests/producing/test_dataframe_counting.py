@@ -94,7 +94,8 @@ def test_an_oversized_record_fails_the_write_and_leaves_no_file(spark: SparkSess
     for frame in (df, files):
         with pytest.raises(InvalidRecordError,
                            match=r"a record of 63 bytes exceeds max\.message\.bytes \(50\) \(Spark partition 0, "
-                                 r"row 41 of that partition\); nothing was written"):
+                                 r"row 41 of that partition\); nothing was written; to accept it, raise the topic's "
+                                 r"limit: compactor topic config NAME --set max\.message\.bytes=63$"):
             produce_dataframe(lake, "c.big", frame)
     assert lake.topic("c.big").snapshot is None
     assert data_files(lake, "c.big") == []

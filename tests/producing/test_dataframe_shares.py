@@ -16,7 +16,7 @@ from compactor.errors import InvalidRecordError
 from compactor.lake import Lake
 from compactor.producing import dataframe
 from compactor.producing.dataframe import produce_dataframe
-from compactor.producing.spark_stage import Counts
+from compactor.producing.spark_counts import Counts
 from tests.helpers import data_file_paths, parquet_source, topic_rows
 
 pytestmark = pytest.mark.spark

@@ -3,7 +3,7 @@ parser for everything else. They must agree on what is valid: every rejection ru
 the fast reader would take (its neighbours are plain text) and in one that only the exact parser takes (a
 neighbour has a base64 key). Each must fail with the line of the bad record and commit nothing.
 
-Invalid UTF-8 (issue 19) is the rule the fast reader missed: pyarrow copies string bytes unchecked.
+Invalid UTF-8 is the rule the fast reader missed: pyarrow copies string bytes unchecked.
 """
 
 from __future__ import annotations

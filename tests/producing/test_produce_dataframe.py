@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,11 @@ pytestmark = pytest.mark.spark
 
 def rows(lake: Lake, name: str) -> list[dict[str, Any]]:
     return topic_rows(lake.topic(name))
+
+
+def tables(lake: Lake) -> list[str]:
+    """The tables of namespace ``d``: a failed or replayed DataFrame batch must leave none but its topic."""
+    return sorted(identifier[-1] for identifier in lake.catalog.list_tables("d"))
 
 
 def test_dataframe_offsets_are_dense_in_dataframe_order(spark: SparkSession, lake: Lake) -> None:
@@ -71,7 +75,7 @@ def test_a_bad_row_fails_the_dataframe_batch(spark: SparkSession, lake: Lake, ro
         produce_dataframe(lake, "d.bad", df)
     topic = lake.topic("d.bad")
     assert topic.snapshot is None
-    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    assert tables(lake) == ["bad"]  # a producer writes no table but the topic
 
 
 def test_dataframe_batch_ids_and_a_lost_race(spark: SparkSession, lake: Lake) -> None:
@@ -90,7 +94,7 @@ def test_dataframe_batch_ids_and_a_lost_race(spark: SparkSession, lake: Lake) ->
     again = produce_dataframe(lake, "d.race", df, batch_id="df-1", now_ms=20)
     assert again.duplicate and again.first_offsets == summary.first_offsets and again.counts == summary.counts
     assert len(rows(lake, "d.race")) == 33
-    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    assert tables(lake) == ["race"]  # a producer writes no table but the topic
 
 
 def test_the_spark_reader_keeps_its_files_after_appends_and_retention(spark: SparkSession, lake: Lake) -> None:
@@ -126,39 +130,6 @@ def test_dataframe_files_keep_row_groups_small_enough_to_split(spark: SparkSessi
     with lake.topic("d.groups").table.io.new_input(files[0].path).open() as stream:
         assert pq.ParquetFile(stream).metadata.num_row_groups >= 2
 
-
-def test_retention_drops_a_dead_producers_staging_table_and_keeps_the_data(spark: SparkSession, lake: Lake) -> None:
-    """A producer of an earlier version (it wrote through a staging table) died after its commit and left its
-    staging table, whose manifests list the topic's own files: retention drops the table once older than
-    ``compaction.orphan-min-age-ms``, without touching the data. Today's producer creates no staging table."""
-    from compactor import schema
-    from compactor.producing.spark_stage import STAGING_DIR, STAGING_INFIX
-
-    lake.create_topic("d.dead", partitions=2, config={"cleanup.policy": "compact"})  # no time-based removal
-    df = spark.createDataFrame([(f"k{i}".encode(), f"v{i}".encode()) for i in range(20)], "key binary, value binary")
-    produce_dataframe(lake, "d.dead", df, now_ms=1000)
-    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
-    topic = lake.topic("d.dead")
-    # what the earlier producer left behind: a table under the staging directory whose data path is the topic's
-    name = f"dead{STAGING_INFIX}0123456789ab"
-    identifier = f"d.{name}"
-    lake.catalog.create_table(identifier, schema=schema.TOPIC_SCHEMA, partition_spec=schema.TOPIC_PARTITION_SPEC,
-                              location=f"{lake.config.warehouse.rstrip('/')}/{STAGING_DIR}/{name}",
-                              properties={"write.data.path": f"{topic.table.metadata.location.rstrip('/')}/data"})
-    transaction = lake.catalog.load_table(identifier).transaction()
-    with transaction.update_snapshot().fast_append() as append:
-        for task in topic.table.scan().plan_files():
-            append.append_data_file(task.file)
-    transaction.commit_transaction()
-    staging = [".".join(t) for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
-    assert len(staging) == 1
-    later = int(time.time() * 1000) + lake.topic("d.dead").settings.orphan_min_age_ms + 60_000
-    assert run_retention(lake, "d.dead", now_ms=int(time.time() * 1000)).dropped_staging_tables == []  # too young
-    assert run_retention(lake, "d.dead", now_ms=later, dry_run=True).dropped_staging_tables == staging
-    assert run_retention(lake, "d.dead", now_ms=later).dropped_staging_tables == staging
-    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
-    assert sorted(r["value"] for r in rows(lake, "d.dead")) == sorted(f"v{i}".encode() for i in range(20))
-    assert lake.list_topics() == ["d.dead"]
 
 
 def test_produce_with_the_spark_engine_from_the_command_line(spark: SparkSession, lake: Lake, tmp_path: Path,
@@ -210,7 +181,7 @@ def test_dataframe_files_carry_the_topics_field_ids_and_other_engines_read_them(
              [("h", b"x%d" % i), ("n", None)] if i % 3 == 0 else []) for i in range(30)]
     df = spark.createDataFrame(data, f"key binary, value binary, timestamp_ms bigint, headers {headers_type()}")
     produce_dataframe(lake, "d.engines", df.repartition(2))
-    assert not [t for t in lake.catalog.list_tables("d") if "__producing_" in t[-1]]
+    assert tables(lake) == ["engines"]  # a producer writes no table but the topic
     topic = lake.topic("d.engines")
     expected = sorted((r.partition, r.offset, r.timestamp_ms, r.key, r.value, tuple(r.headers))
                       for r in TopicReader(lake, "d.engines", read_compacted=False).records())

@@ -1,7 +1,7 @@
 """A produce, followed call by call, passes through its steps once: its start (the topic read once, the batch id
 looked up: ``replay``), its input staged chunk by chunk (each chunk read and normalised, validated, placed and
 written: the chunks stream through this step, the next one read while the last one is written), one commit, its
-result (issue 33). The batch-id record (``batch_ids``), the placements the staging step records and the result resolves
+result. The batch-id record (``batch_ids``), the placements the staging step records and the result resolves
 (``placements``: data handed from one to the other) and the orchestrator (``producer``) are no step of their
 own."""
 
@@ -50,7 +50,7 @@ def test_a_produce_passes_through_its_steps_once(lake: Lake) -> None:
 
 
 DATAFRAME_STEPS = {**STEPS, "compactor.producing.spark_plan": "stage", "compactor.producing.spark_files": "stage",
-                   "compactor.producing.spark_stage": "stage"}
+                   "compactor.producing.spark_counts": "stage"}
 
 
 @pytest.mark.spark

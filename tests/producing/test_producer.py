@@ -11,7 +11,7 @@ import pytest
 
 from compactor import failpoints
 from compactor.config import LakeConfig
-from compactor.errors import AppendConflictError, BatchIdConflictError, InvalidRecordError
+from compactor.errors import BatchIdConflictError, CommitConflictError, InvalidRecordError
 from compactor.lake import Lake
 from compactor.producing.produced import ProduceResult
 from compactor.producing.producer import produce
@@ -151,7 +151,7 @@ def test_append_conflict_after_bound_writes_nothing(lake: Lake) -> None:
             produce(rival.refresh(), [ProducerRecord(b"rival", b"r")])
 
     with failpoints.enabled({"produce-before-commit": always_lose}), \
-            pytest.raises(AppendConflictError, match="append conflict"):
+            pytest.raises(CommitConflictError, match="append conflict"):
         produce(topic, [ProducerRecord(b"k", b"v")], max_attempts=3)
     stored = rows(topic)
     assert [r["value"] for r in stored] == [b"r"] * 3  # only the rival's three appends

@@ -1,4 +1,4 @@
-"""Reader ordering (SEMANTICS section 5, "offset order per partition") as properties of ``readers.ordering``,
+"""Reader ordering (docs/guarantees.md#readers, "offset order per partition") as properties of ``readers.ordering``,
 over in-memory files (``tests/raw_views.py``): raw-like files (contiguous, disjoint, sorted) and compacted-like
 files (overlapping, their rows in any order), split into batches at random, listed in any planning order.
 """

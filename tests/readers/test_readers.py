@@ -1,4 +1,4 @@
-"""SEMANTICS section 5 through the real job: the reader invariant under concurrent producing and compacting,
+"""docs/guarantees.md#readers through the real job: the reader invariant under concurrent producing and compacting,
 pinning, seeking by offset and timestamp in both views, as-of reads, errors, the Spark reader and the table
 view. (Raw-only reader behaviour without Spark is in test_raw_reader.py and test_table_view.py.)"""
 

@@ -1,4 +1,4 @@
-"""SEMANTICS section 4 (retention and expiry) with a controlled clock, without cursors (no JVM): delete,
+"""docs/guarantees.md#retention (retention and expiry) with a controlled clock, without cursors (no JVM): delete,
 retention.bytes, pinned raw readers, snapshot expiry, physical deletion, orphans, the command line, a pass that
 fails midway. (Under compact and delete,compact, with cursors: test_retention_compacted.py.)"""
 
@@ -278,14 +278,14 @@ def test_a_malformed_policy_off_clock_is_a_corrupt_topic_not_a_value_error(lake:
 
 
 def test_the_printed_result_keeps_every_field_name(lake: Lake) -> None:
-    """The typed result prints the names ``retention`` has always printed (INTERFACE.md's, then each step's)."""
+    """The typed result prints the names ``retention`` has always printed (docs/reference.md's, then each step's)."""
     lake.create_topic("d.names", config={"retention.ms": str(HOUR)})
     produce(lake.topic("d.names"), batch("ab", T0), now_ms=T0)
     out = run_retention(lake, "d.names", now_ms=T0 + DAY).as_json()
     assert list(out) == ["topic", "dry_run", "now_ms", "removed_records", "removed_files", "removed_bytes",
                          "expired_snapshots", "log_start_offsets", "policy", "retained_cursors", "raw",
                          "compacted_trim", "policy_off", "expiry", "dropped_run_tables",
-                         "dropped_staging_tables", "deleted_files", "deleted_bytes", "duration_ms"]
+                         "deleted_files", "deleted_bytes", "duration_ms"]
     assert out["raw"] == {"0": {"files": 1, "records": 2, "bytes": out["removed_bytes"], "log_start": 0,
                                 "new_log_start": 2, "reason": "retention.ms"}}
     assert {"applies", "committed", "reason", "trim_before_ms", "compacted_snapshot_id", "rows_removed"} == set(

@@ -1,4 +1,4 @@
-"""SEMANTICS section 4 under ``compact`` and ``delete,compact``, with cursors made by the Spark job: the cap at
+"""docs/guarantees.md#retention under ``compact`` and ``delete,compact``, with cursors made by the Spark job: the cap at
 retained cursors' horizons, the compacted trim, the compacted start, compacted expiry, pinned compacted readers
 and dropping the view when the policy loses ``compact``. (Retention without cursors is in test_retention.py;
 its planning rules as properties in test_retention_plan.py.)"""

@@ -1,4 +1,4 @@
-"""Raw retention's planning rules (SEMANTICS section 4) as properties of the pure core, without a catalog:
+"""Raw retention's planning rules (docs/guarantees.md#retention) as properties of the pure core, without a catalog:
 ``retention.raw.plan_partition`` (what one pass removes from one partition) and ``retention_caps`` (the
 offsets a pass must stay below under ``compact``).
 

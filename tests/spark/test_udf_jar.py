@@ -1,4 +1,4 @@
-"""The compiled Spark functions' jar (issue 22): built by the set-up with javac from ``compactor/spark/java``,
+"""The compiled Spark functions' jar: built by the set-up with javac from ``compactor/spark/java``,
 rebuilt only when the sources change, and refused by the session factory when built from other sources."""
 
 from __future__ import annotations

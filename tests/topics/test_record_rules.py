@@ -48,6 +48,8 @@ def test_a_bad_record_is_found_by_both_forms_with_the_same_message(
 
 def test_a_record_problem_names_the_rule_it_breaks() -> None:
     assert record_problem(True, 1, None, 3, 10) == "partition True is out of range: the topic has 3 partition(s) (0..2)"
-    assert record_problem(None, 11, None, 3, 10) == "record of 11 bytes exceeds max.message.bytes (10)"
+    assert record_problem(None, 11, None, 3, 10) == (
+        "record of 11 bytes exceeds max.message.bytes (10); to accept it, raise the topic's limit: "
+        "compactor topic config NAME --set max.message.bytes=11")
     assert record_problem(None, 1, -1, 3, 10) == f"timestamp_ms must be between 0 and {MAX_TIMESTAMP_MS}, got -1"
     assert record_problem(2, 10, MAX_TIMESTAMP_MS, 3, 10) is None

@@ -1,5 +1,5 @@
-"""The raw snapshot window (SEMANTICS section 1): Iceberg's own incremental readers keep working on the raw log
-within ``raw.snapshot.window.ms`` capped by ``raw.snapshot.window.count``, and past it fail with Iceberg's error.
+"""The raw snapshot window (docs/guarantees.md#the-raw-log): Iceberg's own incremental readers keep working on the raw
+log within ``raw.snapshot.window.ms`` capped by ``raw.snapshot.window.count``, and past it fail with Iceberg's error.
 
 pyiceberg's ``incremental_append_scan`` here; Spark Structured Streaming and ``VERSION AS OF`` in
 ``test_snapshot_window_spark.py``.

@@ -1,4 +1,4 @@
-"""The raw snapshot window through Spark (SEMANTICS section 1): a Structured Streaming query resumed from its
+"""The raw snapshot window through Spark (docs/guarantees.md#the-raw-log): a Structured Streaming query resumed from its
 checkpoint and ``VERSION AS OF`` work within ``raw.snapshot.window.count`` and fail with Iceberg's own error
 past it. One-record produces go through the Python API (pyiceberg commits); Spark runs only the readers."""
 

@@ -1,5 +1,5 @@
 """The retention trim's extra pass (``delete,compact``): per partition, how many compacted rows the trim
-removes and the lowest offset the view keeps, so the cursor's compacted start can advance (SEMANTICS section 5).
+removes and the lowest offset the view keeps, so the cursor's compacted start can advance (docs/guarantees.md#readers).
 One narrow pass over the view that returns a row per partition: nothing record-sized reaches the driver."""
 
 from __future__ import annotations
