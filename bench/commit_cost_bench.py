@@ -45,6 +45,7 @@ class CommitCost:
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
         self.lake = Lake(warehouse=str(workdir / "warehouse"))
+        self.lake.open(create=True)  # a new lake
         self.lake.catalog.create_namespace_if_not_exists("bench")
         self.counter = 0
 

@@ -65,6 +65,7 @@ class Bench:
         events = self.workdir / "events"
         events.mkdir(parents=True)
         self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
+        self.lake.open(create=True)  # a new lake (its Spark catalog opens only on a lake that exists)
         self.spark = get_or_create_session(self.lake.config, extra={
             "spark.master": f"local[{args.cores}]",
             "spark.driver.memory": args.driver_memory,
@@ -239,7 +240,14 @@ class Bench:
             for p in self.args.partitions:
                 results[f"partitions={p}"]["cpu_ratios"] = cpu_ratios(self, p, self.args.strategy)
             return {"machine": machine, "results": results, "parallelism": self.parallelism(self.stages())}
-        results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
+        results = {}
+        for p in self.args.partitions:
+            results[f"partitions={p}"] = self.run_partitions(p)
+            # so far, with the windows and process CPU: a run stopped later still has these figures
+            partial = Path(f"{self.args.out}.partial")
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(
+                {"results": results, "windows": self.windows, "process_cpu_seconds": self.process_cpu}, indent=2))
         self.spark.stop()  # the event log is complete once the application ends
         stages = self.stages()
         cpu = {"cpu_seconds": {label: task_cpu_ms(stages, start, end) / 1000 for label, start, end in self.windows},
@@ -252,7 +260,8 @@ class Bench:
                                 for figure in result["seconds"]}
             for share, figures in cpu_figures(self, tag, cpu).items():
                 result["incremental"][share].update(figures)
-        return {"machine": machine, "results": results, "parallelism": self.parallelism(stages)}
+        return {"machine": machine, "results": results, "parallelism": self.parallelism(stages),
+                "windows": self.windows}  # each figure's time window, for ``python -m bench.eventlog``
 
 
 def main() -> None:

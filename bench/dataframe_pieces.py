@@ -138,6 +138,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dataframe-pieces-"))
     lake = Lake(warehouse=str(work / "warehouse"))
+    lake.open(create=True)  # a new lake (Spark's catalog opens only on a lake that exists)
     try:
         events = work / "events"
         events.mkdir()

@@ -66,6 +66,7 @@ def main() -> None:
     workdir = Path(args.workdir).resolve()
     shutil.rmtree(workdir, ignore_errors=True)
     lake = Lake(warehouse=str(workdir / "warehouse"))
+    lake.open(create=True)  # a new lake
     lake.catalog.create_namespace_if_not_exists("bench")
     topic = lake.create_topic("bench.mem", config={"cleanup.policy": "compact"})
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Is this process's pyiceberg plain append in a slow mode? (``bench/README.md``, issue 22's fifth round)
+"""Is this process's pyiceberg plain append in a slow mode? (``bench/README.md``, "Producing")
 
 On the machine these figures come from, pyiceberg's append of the same 1M-record table in a fresh process took
 0.18-0.19 s or 0.33-0.37 s, and for a while which one depended only on the size of the process's environment

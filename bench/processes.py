@@ -35,8 +35,7 @@ def settle() -> None:
     """Before each timed operation, untimed: a full collection, and every dirty page of the page cache written
     out (``os.sync``), so that no operation pays for the writeback of the ones before it. A run writes
     gigabytes (1.9 GB were still dirty after a few command-line runs); once the kernel's flusher starts on
-    them it competes with the timed operation for the machine's 2 cores (``bench/README.md``, issue 22's fifth
-    round)."""
+    them it competes with the timed operation for the machine's 2 cores (``bench/README.md``, "Producing")."""
     gc.collect()
     os.sync()
 

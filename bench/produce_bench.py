@@ -60,6 +60,7 @@ class Bench:
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         self.lake = Lake(warehouse=str(self.workdir / "warehouse"))
+        self.lake.open(create=True)  # a new lake
         self.lake.catalog.create_namespace_if_not_exists("bench")
         self.counter = 0
 

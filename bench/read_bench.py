@@ -102,6 +102,7 @@ def main() -> None:
     if workdir.exists():
         shutil.rmtree(workdir)
     lake = Lake(warehouse=str(workdir / "warehouse"))
+    lake.open(create=True)  # a new lake (Spark's catalog opens only on a lake that exists)
     spark = get_or_create_session(lake.config, extra={"spark.master": "local[2]", "spark.driver.memory": "4g",
                                                       "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"})
     lake.attach_spark(spark)

@@ -57,6 +57,7 @@ def main() -> None:
     if args.producer != "ours":
         vars(producing_commit)["build_append"] = public_builder(args.producer == "merge")  # the one the commit calls
     lake = Lake(warehouse=tempfile.mkdtemp(prefix="snapshot-producer-"))
+    lake.open(create=True)  # a new lake
     lake.catalog.create_namespace_if_not_exists("bench")
     topic = lake.create_topic("bench.t", partitions=4)
     times = []

@@ -7,8 +7,7 @@
 * **inline** (``RunContext.winners_inline``: a small range under ``offset``, partitioned layout): no job and no
   table; the winners are lazy DataFrames that each of phase 2's queries computes itself, reading the range's narrow
   columns once more. A scratch table costs a job, its creation, a commit, a scan per pass and its drop whatever the
-  range's size (about half of a small incremental run's time, bench/README.md); a small range costs less to read
-  twice.
+  range's size; a small range costs less to read twice.
 
 The DataFrame logic is ``latest`` and ``ranking``.
 """
