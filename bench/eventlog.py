@@ -8,77 +8,10 @@ product runs its passes in threads of its own, so a job group set by the caller 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-
-@dataclass
-class StageFigures:
-    """One stage attempt: its tasks' input records, durations and executors."""
-
-    stage: int
-    name: str
-    submitted_ms: int
-    tasks: int = 0
-    input_records: list[int] = field(default_factory=list)
-    cpu_ms: float = 0.0  # the tasks' executor CPU time, summed (less sensitive to a busy machine than wall time)
-    run_ms: float = 0.0  # the tasks' executor run time, summed
-    completed_ms: int = 0
-    planned_tasks: int = 0  # the stage's partitions (``tasks`` counts the attempts that ended, retries included)
-    executors: set[str] = field(default_factory=set)
-    hosts: set[str] = field(default_factory=set)
-
-    @property
-    def total_input(self) -> int:
-        return sum(self.input_records)
-
-    @property
-    def largest_share(self) -> float:
-        """The largest task's share of the stage's input records (1.0 when one task reads everything)."""
-        return max(self.input_records) / self.total_input if self.total_input else 0.0
-
-    def as_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "name": self.name, "tasks": self.tasks, "input_records": self.total_input,
-                "largest_task_share": round(self.largest_share, 3), "executors": sorted(self.executors)}
-
-
-def _events(path: Path) -> Iterator[dict[str, Any]]:
-    """The events of a log, which may still be being written (``.inprogress``): a partial last line ends it."""
-    with path.open() as handle:
-        for line in handle:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                return
-
-
-def read_stages(path: Path) -> list[StageFigures]:
-    """Every completed stage of one application's event log, in submission order."""
-    tasks: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    stages: dict[tuple[int, int], StageFigures] = {}
-    for event in _events(path):
-        kind = event.get("Event")
-        if kind == "SparkListenerTaskEnd":
-            tasks[(event["Stage ID"], event["Stage Attempt ID"])].append(event)
-        elif kind == "SparkListenerStageCompleted":
-            info = event["Stage Info"]
-            key = (info["Stage ID"], info["Stage Attempt ID"])
-            stages[key] = StageFigures(info["Stage ID"], info["Stage Name"], int(info.get("Submission Time", 0)),
-                                       completed_ms=int(info.get("Completion Time", 0)),
-                                       planned_tasks=int(info.get("Number of Tasks", 0)))
-    for key, figures in stages.items():
-        for event in tasks.get(key, []):
-            metrics = event.get("Task Metrics") or {}
-            figures.tasks += 1
-            figures.input_records.append(int((metrics.get("Input Metrics") or {}).get("Records Read", 0)))
-            figures.cpu_ms += int(metrics.get("Executor CPU Time", 0)) / 1e6
-            figures.run_ms += int(metrics.get("Executor Run Time", 0))
-            figures.executors.add(str(event["Task Info"].get("Executor ID")))
-            figures.hosts.add(str(event["Task Info"].get("Host")))
-    return sorted(stages.values(), key=lambda s: (s.submitted_ms, s.stage))
+from tests.measure import StageFigures, events, read_stages
 
 
 def reading_stages(stages: list[StageFigures], start_ms: int, end_ms: int) -> list[StageFigures]:
@@ -105,7 +38,7 @@ class JobSpan:
 def read_jobs(path: Path) -> list[JobSpan]:
     """Every job of one application's event log, in submission order."""
     jobs: dict[int, JobSpan] = {}
-    for event in _events(path):
+    for event in events(path):
         kind = event.get("Event")
         if kind == "SparkListenerJobStart":
             props = event.get("Properties") or {}
@@ -157,6 +90,8 @@ def main() -> None:
         for line in timeline(args.event_log, *windows[label]):
             print("  " + line)
 
+
+__all__ = ["JobSpan", "StageFigures", "events", "read_jobs", "read_stages", "reading_stages", "task_cpu_ms", "timeline"]
 
 if __name__ == "__main__":
     main()

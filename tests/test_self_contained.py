@@ -10,9 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE = re.compile(r"SEMANTICS\.md|INTERFACE\.md|SEMANTICS section|\.\./shared|shared notes")
-# bench/README.md (shown as docs/benchmarks.md) is being rewritten to the method and current figures
-# (issue 34); it still names the benchmark method's notes on its third line.
-NOT_YET = {"bench/README.md"}
+BENCH_IMPORT = re.compile(r"^\s*(from bench[. ]|import bench\b)", re.MULTILINE)
 
 
 def tracked_text_files() -> list[str]:
@@ -26,9 +24,17 @@ def references_outside(text: str) -> list[str]:
 
 
 def test_no_file_points_at_notes_outside_the_repository() -> None:
-    found = {name: hits for name in tracked_text_files() if name not in NOT_YET and Path(__file__).name not in name
+    found = {name: hits for name in tracked_text_files() if Path(__file__).name not in name
              and (hits := references_outside((ROOT / name).read_text(encoding="utf-8", errors="replace")))}
     assert found == {}
+
+
+def test_the_tests_do_not_import_the_benchmarks() -> None:
+    """What both need (a command's peak memory, Spark's event log per stage) lives in ``tests/measure.py``;
+    ``bench/`` imports it from there, never the other way round."""
+    found = [name for name in tracked_text_files() if name.startswith("tests/") and name.endswith(".py")
+             and BENCH_IMPORT.search((ROOT / name).read_text(encoding="utf-8"))]
+    assert found == []
 
 
 def test_a_reference_outside_is_found() -> None:

@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.processes import peak_rss_kib as bench_peak_rss_kib
 from compactor import failpoints
 from compactor.cli import produce_read as cli_records
 from compactor.cli.main import main
@@ -28,6 +27,7 @@ from compactor.producing.jsonl_exact import parse_lines
 from compactor.producing.producer import produce
 from compactor.retention.expiry import remove_orphans
 from tests.helpers import topic_rows as rows
+from tests.measure import peak_rss_kib as bench_peak_rss_kib
 
 T0 = 1_800_000_000_000
 

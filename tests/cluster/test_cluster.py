@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.eventlog import read_stages
 from compactor.config import LakeConfig
 from compactor.lake import Lake
 from compactor.producing.producer import produce, produce_arrow
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
+from tests.measure import read_stages
 from tests.s3_server import S3Server, s3_server  # noqa: F401 - the session fixture
 from tests.standalone_cluster import standalone_cluster
 
