@@ -181,7 +181,8 @@ class Lake:
                         table = self.catalog.load_table(full)
                     except NoSuchTableError:
                         continue  # dropped while we listed
-                    if table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE:
+                    if table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE \
+                            or props.ATTACHED_PROPERTY in table.metadata.properties:
                         found.append(full)
         return sorted(found)
 

@@ -26,7 +26,7 @@ def attach_table(lake: Lake, name: str, *, table: str, layout: str, partition_co
     ``kafka-connect``, ``redpanda``, ``columns``; ``tombstone_when``: ``null-value`` or a Spark SQL condition).
     Settings default to ``cleanup.policy=compact``."""
     settings = {"cleanup.policy": "compact", **dict(config or {})}
-    return _attach(lake.catalog, name, table=table, layout=layout, partition_column=partition_column,
+    return _attach(lake.open(create=True), name, table=table, layout=layout, partition_column=partition_column,
                    offset_column=offset_column, timestamp_column=timestamp_column, key_columns=key_columns,
                    tombstone_when=tombstone_when, config=settings,
                    location=new_view_location(lake.config.warehouse, TopicName.parse(name)))

@@ -31,6 +31,7 @@ from pyiceberg.types import (
     StructType,
 )
 
+from compactor import properties as props
 from compactor.attach.mapping import AttachError, Mapping, build_mapping, check_mapping
 from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
 from compactor.iceberg.catalog import translate_storage_errors
@@ -38,7 +39,7 @@ from compactor.iceberg.storage import delete_prefix
 from compactor.topics.naming import TopicName
 from compactor.topics.settings import TopicSettings, validate_updates
 
-ATTACHED_PROPERTY = "compactor.attached"
+ATTACHED_PROPERTY = props.ATTACHED_PROPERTY
 SOURCE_UUID_PROPERTY = "compactor.attached.source-uuid"
 
 PARTITION = "_compactor_partition"
