@@ -54,8 +54,8 @@ _LAZY = {
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "Increment", "Lake", "Mirror", "MirrorSummary",
            "OffsetAndTimestamp", "Producer", "ProducerRecord", "TopicPartition", "TwoPhaseCompactor",
-           "attach_table", "compact_attached", "consume_dataframes", "detach_table", "mirror_topics", "produce", "produce_arrow", "produce_dataframe", "read_attached",
-           "read_increment", "run_retention", "topic_sink"]
+           "attach_table", "compact_attached", "consume_dataframes", "detach_table", "mirror_topics", "produce",
+           "produce_arrow", "produce_dataframe", "read_attached", "read_increment", "run_retention", "topic_sink"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

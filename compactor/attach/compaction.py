@@ -93,8 +93,8 @@ class AttachedRun:
         attached = self.attached
         settings = attached.settings
         if "compact" not in settings.cleanup_policy:
-            raise PolicyError(f"attached log {attached.name} has cleanup.policy={','.join(sorted(settings.cleanup_policy))}"
-                              ", without 'compact'")
+            policy = ",".join(sorted(settings.cleanup_policy))
+            raise PolicyError(f"attached log {attached.name} has cleanup.policy={policy}, without 'compact'")
         source = attached.source()
         pinned = source.current_snapshot()
         cursor = current_cursor(attached.view)
@@ -164,7 +164,8 @@ class AttachedRun:
         figures = written.agg(F.count(F.lit(1)).alias("rows"),
                               F.sum(F.col(TOMBSTONE).cast("int")).alias("tombstones"),
                               F.min(DELETE_HORIZON_MS).alias("min_horizon")).collect()[0]
-        files = [f.location for f in list_files(self.lake.config, directory, view.io) if f.location.endswith(".parquet")]
+        files = [f.location for f in list_files(self.lake.config, directory, view.io)
+                 if f.location.endswith(".parquet")]
         rows_before = int(cursor.stats.get("records_kept", 0)) if cursor else 0
         stats = {"records_read": records_read, "records_kept": int(figures["rows"]),
                  "records_removed": records_read + rows_before - int(figures["rows"]),
@@ -230,13 +231,11 @@ def follow_schema(attached: AttachedLog, source: Table) -> None:
         return
     try:
         with translate_storage_errors(f"adding columns to the view of {attached.name}"):
-            with attached.view.transaction() as tx:
-                with tx.update_schema() as update:
-                    update.union_by_name(source_part(wanted))
+            with attached.view.transaction() as tx, tx.update_schema() as update:
+                update.union_by_name(source_part(wanted))
             view = attached.refresh().view
             with view.transaction() as tx:
-                tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING:
-                                     view.schema().name_mapping.model_dump_json()})
+                tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: view.schema().name_mapping.model_dump_json()})
     except (ValidationError, ValueError) as exc:
         raise AttachError(f"the source {attached.mapping.source} changed its schema in a way the view of "
                           f"{attached.name} cannot follow ({exc}); nothing was written") from None

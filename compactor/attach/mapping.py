@@ -89,7 +89,8 @@ def build_mapping(schema: Schema, source: str, layout: str, *, partition: str | 
         else:
             cols = CONNECT_FLAT
             metadata = CONNECT_FLAT
-        mapping = Mapping(layout, source, *cols, keys=keys, tombstone=tombstone, metadata=metadata)
+        mapping = Mapping(layout, source, cols[0], cols[1], cols[2], keys=keys, tombstone=tombstone,
+                          metadata=metadata)
     elif layout == "redpanda":
         _refuse_given(layout, given)
         r = REDPANDA_STRUCT
@@ -102,7 +103,7 @@ def build_mapping(schema: Schema, source: str, layout: str, *, partition: str | 
         if missing or not keys:
             raise AttachError(f"layout columns needs {', '.join(missing + ([] if keys else ['--key-columns']))}")
         cols = (str(partition), str(offset), str(timestamp))
-        mapping = Mapping(layout, source, *cols, keys=keys, tombstone=tombstone,
+        mapping = Mapping(layout, source, cols[0], cols[1], cols[2], keys=keys, tombstone=tombstone,
                           metadata=tuple(dict.fromkeys(c.split(".")[0] for c in cols)))
     check_mapping(schema, mapping)
     return mapping

@@ -8,6 +8,7 @@ deletes the run directories no remaining snapshot references. The source's reten
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,12 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue, GreaterThanOrEqual
+from pyiceberg.expressions import AlwaysTrue
 
 from compactor.attach.cursor import NOW_MS, current_cursor
 from compactor.attach.registry import AttachedLog
 from compactor.clock import resolve_now_ms
 from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.expressions import at_least
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.results import JsonResult
 
@@ -34,7 +36,7 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
         return {}, {}, None
     mapping = attached.mapping
     lowest = min(horizons.values()) if horizons else None
-    row_filter = GreaterThanOrEqual(mapping.offset, lowest) if lowest is not None else AlwaysTrue()
+    row_filter = at_least(mapping.offset, lowest) if lowest is not None else AlwaysTrue()
     with translate_storage_errors(f"reading the source {mapping.source}"):
         rows = source.scan(row_filter=row_filter, selected_fields=(mapping.partition, mapping.offset),
                            snapshot_id=snapshot.snapshot_id).to_arrow()
@@ -126,9 +128,9 @@ def attached_retention(attached: AttachedLog, config: Any, *, now_ms: int | None
     if current is None:
         return AttachedRetention(dry_run, 0, 0)
     # a replaced cursor stays while younger than cursor_retain_ms, measured from the run that replaced it
-    chain = [s for s in view.snapshots()]
+    chain = list(view.snapshots())
     replaced_at: dict[int, int] = {}
-    for older, newer in zip(chain, chain[1:]):
+    for older, newer in itertools.pairwise(chain):
         clock = (newer.summary.additional_properties if newer.summary else {}).get(NOW_MS)
         replaced_at[older.snapshot_id] = int(clock) if clock else now
     expire = [s.snapshot_id for s in chain if s.snapshot_id != current.snapshot_id

@@ -13,13 +13,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.expressions import LessThan
 from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType, StructType
 
 from compactor import attach_table, compact_attached, read_attached
 from compactor.attach.registry import load_attached
 from compactor.attach.status import attached_retention, attached_status
+from compactor.iceberg.expressions import below
 from compactor.lake import Lake
 from tests.attach.sources import BASE_MS, connect_rows, connect_table, location_path, tree_digest
 
@@ -54,10 +54,12 @@ def test_a_composite_key_the_owners_maintenance_and_a_schema_change(lake: Lake, 
     everything = source.scan().to_arrow()
     source.overwrite(everything)  # new files with the same rows
     source = lake.catalog.load_table("sink.orders")
+    current = source.current_snapshot()
+    assert current is not None
     source.maintenance.expire_snapshots().by_ids(
-        [s.snapshot_id for s in source.snapshots() if s.snapshot_id != source.current_snapshot().snapshot_id]).commit()
+        [s.snapshot_id for s in source.snapshots() if s.snapshot_id != current.snapshot_id]).commit()
     source = lake.catalog.load_table("sink.orders")
-    source.delete(LessThan("_kafka_metadata_offset", 2))
+    source.delete(below("_kafka_metadata_offset", 2))
     second = compact_attached(lake, "lake.orders", now_ms=BASE_MS + 200)
     assert second.committed and second.stats["records_read"] == 2 and second.horizons == {"0": 6, "1": 10}
     assert latest(lake, "lake.orders") == [
@@ -91,7 +93,8 @@ def test_a_composite_key_the_owners_maintenance_and_a_schema_change(lake: Lake, 
 def test_a_debezium_delete_predicate_on_named_columns(lake: Lake, spark: object) -> None:
     schema = Schema(NestedField(1, "pk", LongType()), NestedField(2, "name", StringType()),
                     NestedField(3, "_cdc", StructType(NestedField(5, "op", StringType()))),
-                    NestedField(4, "meta", StructType(NestedField(6, "p", IntegerType()), NestedField(7, "o", LongType()),
+                    NestedField(4, "meta", StructType(NestedField(6, "p", IntegerType()),
+                                                      NestedField(7, "o", LongType()),
                                                       NestedField(8, "ts", LongType()))))
     source = connect_table(lake.catalog, "cdc.users", schema)
 

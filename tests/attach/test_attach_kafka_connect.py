@@ -68,7 +68,7 @@ def test_a_table_the_kafka_connect_sink_writes_is_attached_and_compacted(
 
         # what Kafka holds, per partition and key: the last record sent, at its Kafka offset
         expected: dict[tuple[int, str], tuple[int, int]] = {}
-        for (partition, _, value, _), (landed_p, offset) in zip(sent, landed):
+        for (partition, _, value, _), (landed_p, offset) in zip(sent, landed, strict=True):
             assert partition == landed_p
             record = json.loads(value)
             expected[(partition, record["id"])] = (offset, record["n"])
