@@ -33,6 +33,7 @@ from pyiceberg.types import (
 
 from compactor import properties as props
 from compactor.attach.mapping import AttachError, Mapping, build_mapping, check_mapping
+from compactor.config import LakeConfig
 from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix
@@ -151,18 +152,16 @@ def check_predicate(mapping: Mapping) -> None:
         raise AttachError(f"--tombstone-when {text!r} is not one SQL condition")
 
 
-def detach_table(catalog: Catalog, config: object, name: str) -> dict[str, object]:
+def detach_table(catalog: Catalog, config: LakeConfig, name: str) -> dict[str, object]:
     """Drop the view of an attached log and its registration, with every file under the view's location; the
     source is not touched."""
-    from compactor.config import LakeConfig
-
     attached = load_attached(catalog, name)
     if attached is None:
         raise TopicNotFoundError(f"'{name}' is not an attached log")
     location = attached.view.metadata.location
     with translate_storage_errors(f"detaching {attached.name}"):
         catalog.drop_table(attached.name.identifier)
-        removed = delete_prefix(config, location, attached.view.io) if isinstance(config, LakeConfig) else 0
+        removed = delete_prefix(config, location, attached.view.io)
     return {"topic": str(attached.name), "detached": True, "source": attached.mapping.source,
             "removed_files": removed}
 
