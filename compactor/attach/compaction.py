@@ -30,6 +30,7 @@ from pyiceberg.schema import index_by_name
 from pyiceberg.table import TableProperties
 
 from compactor.attach.cursor import AttachedCursor, current_cursor
+from compactor.attach.guard import check_appends_above
 from compactor.attach.mapping import AttachError
 from compactor.attach.registry import (
     DELETE_HORIZON_MS,
@@ -101,6 +102,9 @@ class AttachedRun:
         if pinned is None:
             return self._unchanged(cursor, None, "the source table has no snapshot yet")
         follow_schema(attached, source)
+        if cursor is not None:
+            check_appends_above(source, attached.mapping, cursor.source_snapshot_id, pinned.snapshot_id,
+                                cursor.horizons)
         spark = self.lake.job_spark()
         from compactor.spark.active import active_session
 
@@ -141,13 +145,9 @@ class AttachedRun:
         new_horizons = {**horizons, **{int(r[PARTITION]): int(r["hi"]) + 1 for r in ends}}
         fresh = frames.with_delete_horizon(new, self.now_ms, settings.delete_retention_ms)
         view_columns = [f.name for f in attached.view.schema().fields]
-        if cursor is not None:
-            previous = frames.read_snapshot(spark, frames.spark_table(catalog_name, attached.name.identifier),
-                                            cursor.snapshot_id)
-            candidates = previous.unionByName(fresh, allowMissingColumns=True)
-        else:
-            candidates = fresh
-        result = frames.latest_per_key(candidates, mapping, self.now_ms, settings.retain_null_keys)
+        previous = frames.read_snapshot(spark, frames.spark_table(catalog_name, attached.name.identifier),
+                                        cursor.snapshot_id) if cursor is not None else None
+        result = frames.latest_per_key(previous, fresh, mapping, self.now_ms, settings.retain_null_keys)
         result = result.select(*[F.col(f"`{c}`") if c in result.columns else
                                  F.lit(None).alias(c) for c in view_columns])
         return self._publish(spark, result, cursor, snapshot_id, new_horizons, records_read)

@@ -76,15 +76,30 @@ def has_key(mapping: Mapping) -> Column:
     return ~reduce(lambda a, b: a & b, [path(k).isNull() for k in mapping.keys])
 
 
-def latest_per_key(candidates: DataFrame, mapping: Mapping, now_ms: int, retain_null_keys: bool) -> DataFrame:
-    """Each (partition, key tuple)'s highest-offset row, tombstones whose delete horizon passed left out; keyless
-    rows kept only when ``retain_null_keys``. Key tuples compare null-safely, column by column."""
-    keyed = candidates.where(has_key(mapping))
+def latest_per_key(previous: DataFrame | None, fresh: DataFrame, mapping: Mapping, now_ms: int,
+                   retain_null_keys: bool) -> DataFrame:
+    """Each (partition, key tuple)'s highest-offset row over the view ``previous`` and the new range ``fresh``,
+    tombstones whose delete horizon passed left out; keyless rows kept only when ``retain_null_keys``. Key
+    tuples compare null-safely, column by column.
+
+    Every new offset of a partition is above every offset of the view's (the view holds offsets below the
+    horizon, the range those at or above it), so a key in the range wins over the view: only the range is ranked,
+    and the view's rows are kept unless the range has their key (an anti-join, which needs no shuffle of the view
+    when the range's keys are small enough to broadcast)."""
     order = Window.partitionBy(F.col(PARTITION), *[path(k) for k in mapping.keys]).orderBy(F.col(OFFSET).desc())
-    winners = keyed.withColumn("_compactor_rank", F.row_number().over(order)).where("_compactor_rank = 1")
-    winners = winners.drop("_compactor_rank")
+    ranked = fresh.where(has_key(mapping)).withColumn("_compactor_rank", F.row_number().over(order))
+    winners = ranked.where("_compactor_rank = 1").drop("_compactor_rank")
     if retain_null_keys:
-        winners = winners.unionByName(candidates.where(~has_key(mapping)))
+        winners = winners.unionByName(fresh.where(~has_key(mapping)))
+    if previous is not None:
+        pairs = [(k, f"_compactor_k{i}") for i, k in enumerate(mapping.keys)]
+        keys = fresh.where(has_key(mapping)).select(
+            F.col(PARTITION).alias("_compactor_kp"), *[path(k).alias(n) for k, n in pairs])
+        same = reduce(lambda a, b: a & b, [path(k).eqNullSafe(F.col(n)) for k, n in pairs],
+                      F.col(PARTITION) == F.col("_compactor_kp"))
+        kept = previous.where(~has_key(mapping) if retain_null_keys else F.lit(False)).unionByName(
+            previous.where(has_key(mapping)).join(keys.distinct(), same, "left_anti"))
+        winners = kept.unionByName(winners, allowMissingColumns=True)
     alive = ~F.col(TOMBSTONE) | (F.col(DELETE_HORIZON_MS) > F.lit(now_ms))
     return winners.where(alive)
 

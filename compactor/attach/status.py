@@ -155,6 +155,38 @@ def attached_retention(attached: AttachedLog, config: Any, *, now_ms: int | None
     return AttachedRetention(dry_run, len(expire), len(stale))
 
 
+@dataclass(frozen=True)
+class AttachedAssessment:
+    """The cleaner's view of an attached log: due iff the source has rows past the horizons or a tombstone's
+    delete horizon passed; the dirty ratio counts rows (new source rows over those plus the view's rows)."""
+
+    due: bool
+    due_reason: str
+    dirty_ratio: float
+    dirty_bytes: int
+
+
+def assess_attached(lake: Any, name: str, now_ms: int) -> AttachedAssessment:
+    status = attached_status(_load(lake, name), now_ms)
+    pending = sum(status.dirty_records.values())
+    kept = int((status.cursor or {}).get("stats", {}).get("records_kept", 0))
+    return AttachedAssessment(status.due, status.due_reason, pending / (pending + kept) if pending else 0.0, pending)
+
+
+def retain_attached(lake: Any, name: str, now_ms: int) -> AttachedRetention:
+    return attached_retention(_load(lake, name), lake.config, now_ms=now_ms)
+
+
+def _load(lake: Any, name: str) -> AttachedLog:
+    from compactor.attach.registry import load_attached
+    from compactor.errors import TopicNotFoundError
+
+    attached = load_attached(lake.catalog, name)
+    if attached is None:
+        raise TopicNotFoundError(f"'{name}' is not an attached log")
+    return attached
+
+
 def _runs(view: Any, snapshot_ids: list[int]) -> set[str]:
     """The run directories (``run-<clock>-<id>``) the data files of these snapshots are in."""
     return {task.file.file_path.rsplit("/", 2)[-2] for snapshot_id in snapshot_ids

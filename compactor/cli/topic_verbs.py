@@ -30,7 +30,7 @@ def topic_config(args: argparse.Namespace) -> int:
 
 
 def topic_list(args: argparse.Namespace) -> int:
-    names = lake_of(args).list_topics()
+    names = lake_of(args).list_topics(attached=None)
     if args.json:
         emit(names)
     else:

@@ -153,3 +153,19 @@ def test_the_command_line_attaches_compacts_reads_and_detaches_in_a_fresh_proces
     assert cli(lake, "topic", "detach", "lake.cli").returncode == 0
     assert tree_digest(location_path(source)) == digest
     assert lake.catalog.table_exists("sink.cli") and not lake.catalog.table_exists("lake.cli")
+
+
+def test_the_cleaner_compacts_an_attached_log_and_retains_only_its_own_snapshots(lake: Lake, spark: object) -> None:
+    from compactor.cleaner import Cleaner
+
+    source = connect_table(lake.catalog, "sink.clean")
+    source.append(connect_rows(source, [row("1", "eu", 1, 0, 0), row("1", "eu", 2, 0, 1)]))
+    digest = tree_digest(location_path(source))
+    attach_table(lake, "lake.clean", table="sink.clean", layout="kafka-connect", key_columns=["id"])
+    assert lake.list_topics() == [] and lake.list_topics(attached=True) == ["lake.clean"]
+    first = Cleaner(lake).run_once(BASE_MS).topics["lake.clean"]
+    assert first.due and first.compaction is not None and first.compaction.committed and not first.errors
+    assert latest(lake, "lake.clean") == [(0, 1, {"id": "1"}, {"region": "eu", "amount": 2})]
+    second = Cleaner(lake).run_once(BASE_MS + 1).topics["lake.clean"]
+    assert second.due is False and second.compaction is None and second.retention is not None
+    assert tree_digest(location_path(source)) == digest

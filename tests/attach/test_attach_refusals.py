@@ -77,3 +77,18 @@ def test_duplicate_offsets_and_a_replaced_source_are_errors_that_publish_nothing
     with pytest.raises(TopicNotFoundError, match="no longer exists"):
         compact_attached(lake, "lake.dup", now_ms=BASE_MS)
     assert attached.refresh().view.current_snapshot() is None
+
+
+@pytest.mark.spark
+def test_rows_appended_below_the_horizon_are_refused(lake: Lake, spark: object) -> None:
+    source = connect_table(lake.catalog, "sink.late")
+    row = {"id": "a", "region": None, "amount": 1, "_kafka_metadata_partition": 0, "_kafka_metadata_offset": 5,
+           "_kafka_metadata_timestamp": BASE_MS}
+    source.append(connect_rows(source, [row]))
+    attached = attach_table(lake, "lake.late", table="sink.late", layout="kafka-connect", key_columns=["id"])
+    assert compact_attached(lake, "lake.late", now_ms=BASE_MS).horizons == {"0": 6}
+    cursor = attached.refresh().view.current_snapshot()
+    source.append(connect_rows(source, [{**row, "id": "b", "_kafka_metadata_offset": 2}]))
+    with pytest.raises(AttachError, match="offset 2 of partition"):
+        compact_attached(lake, "lake.late", now_ms=BASE_MS)
+    assert attached.refresh().view.current_snapshot() == cursor
