@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.types import NestedField
 
 from compactor.attach.mapping import AttachError
 from compactor.attach.mapping import Mapping as ColumnMapping
-from compactor.iceberg.bounds import file_bound
 
 
 def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: int | None, pinned: int,
@@ -30,10 +31,8 @@ def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: i
     if chain is None:
         return
     schema = source.schema()
-    offset_id = schema.find_field(mapping.offset).field_id
+    offset_field = schema.find_field(mapping.offset)
     partition_field = schema.find_field(mapping.partition)
-    kind = "long" if str(partition_field.field_type) == "long" else "int"
-    offset_kind = "long" if str(schema.find_field(mapping.offset).field_type) == "long" else "int"
     for snapshot_id in chain:
         snapshot = source.snapshot_by_id(snapshot_id)
         if snapshot is None or snapshot.summary is None or snapshot.summary.operation.value != "append":
@@ -45,9 +44,9 @@ def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: i
                 if entry.status != ManifestEntryStatus.ADDED:
                     continue
                 data = entry.data_file
-                lowest = file_bound(data.lower_bounds, offset_id, offset_kind)  # type: ignore[arg-type]
-                p_lo = file_bound(data.lower_bounds, partition_field.field_id, kind)  # type: ignore[arg-type]
-                p_hi = file_bound(data.upper_bounds, partition_field.field_id, kind)  # type: ignore[arg-type]
+                lowest = _bound(data.lower_bounds, offset_field)
+                p_lo = _bound(data.lower_bounds, partition_field)
+                p_hi = _bound(data.upper_bounds, partition_field)
                 if lowest is None or p_lo is None or p_hi is None:
                     continue
                 floors = [horizons.get(p, 0) for p in range(p_lo, p_hi + 1)]
@@ -57,6 +56,13 @@ def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: i
                         f"(snapshot {snapshot_id}, file {data.file_path}), below the horizon(s) the view already "
                         "compacted: it is not an append-only log by offset; nothing was written. Detach and attach "
                         "it again to compact it afresh")
+
+
+def _bound(bounds: Mapping[int, bytes] | None, field: NestedField) -> int | None:
+    """A file's integer bound of ``field`` (an int or long column), or ``None`` without statistics."""
+    if not bounds or field.field_id not in bounds:
+        return None
+    return int(from_bytes(field.field_type, bounds[field.field_id]))  # type: ignore[arg-type]
 
 
 def _ancestry(source: Table, pinned: int, since: int) -> list[int] | None:
