@@ -8,6 +8,7 @@ source column byte for byte and the rules of compaction (latest per key, tombsto
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Mapping as AnyMapping
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
-from compactor.attach.mapping import NULL_VALUE, Mapping
+from compactor.attach.mapping import NULL_VALUE, AttachError, Mapping
 from compactor.attach.registry import DELETE_HORIZON_MS, OFFSET, PARTITION, TIMESTAMP_MS, TOMBSTONE
 from compactor.topics.naming import spark_quoted
 
@@ -48,20 +49,38 @@ def source_rows(source: DataFrame, mapping: Mapping, schema: Schema, lowest_offs
     timestamp_type = source.select(path(mapping.timestamp)).schema.fields[0].dataType
     stamp = path(mapping.timestamp)
     millis = stamp.cast("long") if isinstance(timestamp_type, LongType) else F.unix_millis(stamp.cast("timestamp"))
-    return source.select(
+    return checked(lambda: source.select(
         *[F.col(f"`{f.name}`") for f in schema.fields],
         path(mapping.partition).cast("int").alias(PARTITION),
         path(mapping.offset).cast("long").alias(OFFSET),
         millis.alias(TIMESTAMP_MS),
         F.coalesce(tombstone_condition(mapping, schema), F.lit(False)).alias(TOMBSTONE),
-    )
+    ), mapping)
 
 
 def tombstone_condition(mapping: Mapping, schema: Schema) -> Column:
     if mapping.tombstone == NULL_VALUE:
         values = [F.col(f"`{name}`").isNull() for name in mapping.value_columns(schema)]
         return reduce(lambda a, b: a & b, values)
-    return F.expr(mapping.tombstone)
+    try:
+        return F.expr(mapping.tombstone)
+    except Exception as exc:  # Spark's ParseException: the condition is not SQL
+        raise AttachError(f"the tombstone rule {mapping.tombstone!r} of {mapping.source} is not a Spark SQL "
+                          f"condition: {str(exc).splitlines()[0]}") from None
+
+
+def checked(build: Callable[[], DataFrame], mapping: Mapping) -> DataFrame:
+    """The frame ``build`` makes, resolved by Spark: a tombstone rule naming a column the source lacks (or not a
+    boolean) is an ``AttachError`` naming the rule, raised before anything is read or written."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        rows = build()
+        rows.schema  # noqa: B018 - resolves the plan
+    except AnalysisException as exc:
+        raise AttachError(f"the tombstone rule {mapping.tombstone!r} of {mapping.source} does not apply to the "
+                          f"source: {str(exc).splitlines()[0]}") from None
+    return rows
 
 
 def above(rows: DataFrame, horizons: AnyMapping[int, int]) -> DataFrame:

@@ -92,3 +92,16 @@ def test_rows_appended_below_the_horizon_are_refused(lake: Lake, spark: object) 
     with pytest.raises(AttachError, match="offset 2 of partition"):
         compact_attached(lake, "lake.late", now_ms=BASE_MS)
     assert attached.refresh().view.current_snapshot() == cursor
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("rule", ["no_such_column = 'D'", "amount +"])
+def test_a_tombstone_rule_spark_cannot_apply_is_an_error_naming_it(lake: Lake, spark: object, rule: str) -> None:
+    source = connect_table(lake.catalog, "sink.rule")
+    source.append(connect_rows(source, [{"id": "a", "region": None, "amount": 1, "_kafka_metadata_partition": 0,
+                                         "_kafka_metadata_offset": 0, "_kafka_metadata_timestamp": BASE_MS}]))
+    attached = attach_table(lake, "lake.rule", table="sink.rule", layout="kafka-connect", key_columns=["id"],
+                            tombstone_when=rule)
+    with pytest.raises(AttachError, match="tombstone rule"):
+        compact_attached(lake, "lake.rule", now_ms=BASE_MS)
+    assert attached.refresh().view.current_snapshot() is None
