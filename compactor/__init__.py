@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from compactor.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time each loads on first use
+    from compactor.attach.api import attach_table, compact_attached, detach_table, read_attached
     from compactor.compaction.job import TwoPhaseCompactor
     from compactor.consumer.consumer import Consumer
     from compactor.consumer.increments import Increment, consume_dataframes, read_increment, topic_sink
@@ -43,14 +44,18 @@ _LAZY = {
     "TwoPhaseCompactor": "compactor.compaction.job",
     "run_retention": "compactor.retention.run",
     "Mirror": "compactor.mirror",
+    "attach_table": "compactor.attach.api",
+    "detach_table": "compactor.attach.api",
+    "compact_attached": "compactor.attach.api",
+    "read_attached": "compactor.attach.api",
     "MirrorSummary": "compactor.mirror",
     "mirror_topics": "compactor.mirror",
 }
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "Increment", "Lake", "Mirror", "MirrorSummary",
            "OffsetAndTimestamp", "Producer", "ProducerRecord", "TopicPartition", "TwoPhaseCompactor",
-           "consume_dataframes", "mirror_topics", "produce", "produce_arrow", "produce_dataframe", "read_increment",
-           "run_retention", "topic_sink"]
+           "attach_table", "compact_attached", "consume_dataframes", "detach_table", "mirror_topics", "produce",
+           "produce_arrow", "produce_dataframe", "read_attached", "read_increment", "run_retention", "topic_sink"]
 
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

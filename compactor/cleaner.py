@@ -44,6 +44,7 @@ from compactor.results import JsonResult
 from compactor.retention import RetentionResult
 
 if TYPE_CHECKING:
+    from compactor.attach.status import AttachedRetention
     from compactor.lake import Lake
 
 log = logging.getLogger("compactor.cleaner")
@@ -74,6 +75,18 @@ def _retain(lake: Lake, name: str, now_ms: int) -> RetentionResult:
     return run_retention(lake, name, now_ms=now_ms)
 
 
+def _compact_attached(lake: Lake, name: str, now_ms: int) -> CompactionOutcome:
+    from compactor.attach.compaction import compact_attached
+
+    return compact_attached(lake, name, now_ms=now_ms)
+
+
+def _retain_attached(lake: Lake, name: str, now_ms: int) -> AttachedRetention:
+    from compactor.attach.status import retain_attached
+
+    return retain_attached(lake, name, now_ms)
+
+
 @dataclass
 class StepFailure(JsonResult):
     """One failed step of one topic in a pass, and what the cleaner does about it."""
@@ -93,7 +106,7 @@ class TopicOutcome(JsonResult):
     due: bool | None = None
     due_reason: str = ""
     compaction: CompactionOutcome | None = None
-    retention: RetentionResult | None = None
+    retention: RetentionResult | AttachedRetention | None = None
     errors: list[StepFailure] = field(default_factory=list)
     skipped: str = ""
 
@@ -160,12 +173,14 @@ class Cleaner:
 
     def run_once(self, now_ms: int | None = None) -> PassResult:
         """One pass at ``now_ms`` (default: the clock)."""
+        from compactor.attach.status import assess_attached
         from compactor.status import assess_topic
 
         started = time.monotonic()
         now = resolve_now_ms(now_ms)
         result = PassResult(now_ms=now)
-        names = self.lake.list_topics()
+        attached = self.lake.list_topics(attached=True)  # attached logs (SEMANTICS section 9): their own steps
+        names = self.lake.list_topics() + attached
         ranked: list[tuple[float, int, str]] = []
         for name in names:
             outcome = result.topics.setdefault(name, TopicOutcome(name))
@@ -175,7 +190,8 @@ class Cleaner:
                 continue
             self.uncleanable.pop(name, None)
             try:
-                assessment, _, _ = assess_topic(self.lake, name, now)
+                assessment = assess_attached(self.lake, name, now) if name in attached \
+                    else assess_topic(self.lake, name, now)[0]
             except Exception as exc:  # one topic's failure never stops the others
                 self._fail(outcome, "assess", exc)
                 continue
@@ -190,7 +206,8 @@ class Cleaner:
             outcome = result.topics[name]
             result.compaction_order.append(name)
             try:
-                outcome.compaction = self._compact(self.lake, name, now)  # logs its own metric line
+                compact = _compact_attached if name in attached else self._compact
+                outcome.compaction = compact(self.lake, name, now)  # logs its own metric line
             except Exception as exc:
                 self._fail(outcome, "compact", exc)
         for name in names:
@@ -201,7 +218,8 @@ class Cleaner:
             if outcome.skipped or any(e.step == "assess" for e in outcome.errors):
                 continue
             try:
-                outcome.retention = self._retain(self.lake, name, now)  # logs its own metric line
+                retain = _retain_attached if name in attached else self._retain
+                outcome.retention = retain(self.lake, name, now)  # logs its own metric line
             except Exception as exc:
                 self._fail(outcome, "retention", exc)
             else:

@@ -161,8 +161,9 @@ class Lake:
         base = self.config.warehouse.rstrip("/")
         return f"{base}/{'/'.join(name.namespace)}/{name.topic}-{uuid.uuid4().hex[:12]}"
 
-    def list_topics(self) -> list[str]:
-        """Names of every table in the catalog that carries the topic marker, sorted."""
+    def list_topics(self, *, attached: bool | None = False) -> list[str]:
+        """Names of every table in the catalog that carries the topic marker, sorted; ``attached=True``: the
+        attached logs instead (SEMANTICS section 9), ``None``: both."""
         found: list[str] = []
         with translate_storage_errors("listing topics"):
             for namespace in self._all_namespaces():
@@ -174,7 +175,9 @@ class Lake:
                         table = self.catalog.load_table(full)
                     except NoSuchTableError:
                         continue  # dropped while we listed
-                    if table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE:
+                    is_attached = props.ATTACHED_PROPERTY in table.metadata.properties
+                    is_topic = table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE
+                    if (is_topic and attached is not True) or (is_attached and attached is not False):
                         found.append(full)
         return sorted(found)
 

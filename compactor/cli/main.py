@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from compactor.cli import consuming, maintenance, mirroring, produce_read, topic_verbs
+from compactor.cli import attach_verbs, consuming, maintenance, mirroring, produce_read, topic_verbs
 from compactor.errors import CompactorError, UsageError
 from compactor.iceberg.catalog import first_line
 from compactor.progress import LOG_LEVELS, parse_log_level
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(resolve_log_level(parser, args.log_level) or "info")
     try:
-        code = args.handler(args)
+        code = attach_verbs.route(args)(args)
     except CompactorError as exc:
         print(f"compactor: error: {exc}", file=sys.stderr)
         return exc.exit_code

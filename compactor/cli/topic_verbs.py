@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from compactor.cli import attach_verbs
 from compactor.cli.common import add_json_action, assignments, emit, lake_of
 from compactor.topics.describe import TopicDescription, describe_topic
 from compactor.topics.settings import SETTINGS
@@ -29,7 +30,7 @@ def topic_config(args: argparse.Namespace) -> int:
 
 
 def topic_list(args: argparse.Namespace) -> int:
-    names = lake_of(args).list_topics()
+    names = lake_of(args).list_topics(attached=None)
     if args.json:
         emit(names)
     else:
@@ -89,3 +90,4 @@ def register(verbs: Any) -> None:
     delete = actions.add_parser("delete", help="drop a topic with all its data")
     delete.add_argument("name")
     delete.set_defaults(handler=topic_delete)
+    attach_verbs.register_topic_actions(actions)

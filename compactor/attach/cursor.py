@@ -1,0 +1,66 @@
+"""The cursor of an attached log: the summary of its view's current snapshot (SEMANTICS sections 3 and 9).
+
+A run publishes the view's rows and these properties in one commit on the view table, on condition that the
+view's ``main`` is still the snapshot the run started from; so the cursor is always the view's current snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.table import Table
+
+from compactor.errors import CursorCorruptError
+
+HORIZONS = "compactor.attached.horizons"
+SOURCE_SNAPSHOT = "compactor.attached.source-snapshot-id"
+NOW_MS = "compactor.attached.now-ms"
+STATS = "compactor.attached.stats"
+MIN_DELETE_HORIZON = "compactor.attached.min-delete-horizon-ms"
+
+
+@dataclass(frozen=True)
+class AttachedCursor:
+    """Horizons per source partition, the source snapshot the run read, its clock and statistics."""
+
+    snapshot_id: int
+    horizons: dict[int, int]
+    source_snapshot_id: int | None
+    now_ms: int
+    min_delete_horizon_ms: int | None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, str]:
+        out = {HORIZONS: json.dumps({str(p): h for p, h in sorted(self.horizons.items())}),
+               SOURCE_SNAPSHOT: str(self.source_snapshot_id), NOW_MS: str(self.now_ms),
+               STATS: json.dumps(self.stats, sort_keys=True)}
+        if self.min_delete_horizon_ms is not None:
+            out[MIN_DELETE_HORIZON] = str(self.min_delete_horizon_ms)
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        return {"compacted_snapshot_id": self.snapshot_id, "raw_snapshot_id": self.source_snapshot_id,
+                "horizons": {str(p): h for p, h in sorted(self.horizons.items())}, "run_time_ms": self.now_ms,
+                "strategy": "offset", "stats": self.stats}
+
+
+def current_cursor(view: Table) -> AttachedCursor | None:
+    """The cursor of ``view`` (``None`` before the first run); ``CursorCorruptError`` if its summary is unreadable."""
+    snapshot = view.current_snapshot()
+    if snapshot is None:
+        return None
+    props: Mapping[str, str] = snapshot.summary.additional_properties if snapshot.summary else {}
+    if HORIZONS not in props:
+        raise CursorCorruptError(f"the view {'.'.join(view.name())} has a snapshot ({snapshot.snapshot_id}) that no "
+                                 "compaction run published: the product's table was written by something else")
+    try:
+        source = props.get(SOURCE_SNAPSHOT)
+        return AttachedCursor(snapshot.snapshot_id, {int(p): int(h) for p, h in json.loads(props[HORIZONS]).items()},
+                              int(source) if source and source != "None" else None, int(props[NOW_MS]),
+                              int(props[MIN_DELETE_HORIZON]) if MIN_DELETE_HORIZON in props else None,
+                              json.loads(props.get(STATS, "{}")))
+    except (ValueError, KeyError, AttributeError) as exc:
+        raise CursorCorruptError(f"the cursor of {'.'.join(view.name())} is unreadable: {exc}") from None

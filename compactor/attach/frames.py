@@ -1,0 +1,141 @@
+"""Spark DataFrames of an attached log: the source's rows with the product's bookkeeping columns, and the
+records of a ``read`` (pure DataFrame logic; the run and the reader do the I/O around them).
+
+Every frame carries the source's own columns unchanged, then ``_compactor_partition``, ``_compactor_offset``,
+``_compactor_timestamp_ms`` and ``_compactor_tombstone`` computed from the mapping, so the view keeps every
+source column byte for byte and the rules of compaction (latest per key, tombstones) read only bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Mapping as AnyMapping
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from compactor.attach.mapping import NULL_VALUE, AttachError, Mapping
+from compactor.attach.registry import DELETE_HORIZON_MS, OFFSET, PARTITION, TIMESTAMP_MS, TOMBSTONE
+from compactor.topics.naming import spark_quoted
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+
+
+def spark_table(catalog_name: str, identifier: str) -> str:
+    return spark_quoted(catalog_name, *identifier.split("."))
+
+
+def path(column: str) -> Column:
+    """A (possibly nested) column by its dotted path, each part quoted."""
+    return F.col(".".join(f"`{part}`" for part in column.split(".")))
+
+
+def read_snapshot(spark: SparkSession, table: str, snapshot_id: int | None) -> DataFrame:
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    return reader.load(table)
+
+
+def source_rows(source: DataFrame, mapping: Mapping, schema: Schema, lowest_offset: int | None = None) -> DataFrame:
+    """The source rows with the bookkeeping columns; ``lowest_offset`` filters on the source's own offset column
+    first, so Iceberg prunes data files by that column's statistics (whatever the source is partitioned by)."""
+    if lowest_offset is not None:
+        source = source.where(path(mapping.offset) >= F.lit(lowest_offset))
+    timestamp_type = source.select(path(mapping.timestamp)).schema.fields[0].dataType
+    stamp = path(mapping.timestamp)
+    millis = stamp.cast("long") if isinstance(timestamp_type, LongType) else F.unix_millis(stamp.cast("timestamp"))
+    return checked(lambda: source.select(
+        *[F.col(f"`{f.name}`") for f in schema.fields],
+        path(mapping.partition).cast("int").alias(PARTITION),
+        path(mapping.offset).cast("long").alias(OFFSET),
+        millis.alias(TIMESTAMP_MS),
+        F.coalesce(tombstone_condition(mapping, schema), F.lit(False)).alias(TOMBSTONE),
+    ), mapping)
+
+
+def tombstone_condition(mapping: Mapping, schema: Schema) -> Column:
+    if mapping.tombstone == NULL_VALUE:
+        values = [F.col(f"`{name}`").isNull() for name in mapping.value_columns(schema)]
+        return reduce(lambda a, b: a & b, values)
+    try:
+        return F.expr(mapping.tombstone)
+    except Exception as exc:  # Spark's ParseException: the condition is not SQL
+        raise AttachError(f"the tombstone rule {mapping.tombstone!r} of {mapping.source} is not a Spark SQL "
+                          f"condition: {str(exc).splitlines()[0]}") from None
+
+
+def checked(build: Callable[[], DataFrame], mapping: Mapping) -> DataFrame:
+    """The frame ``build`` makes, resolved by Spark: a tombstone rule naming a column the source lacks (or not a
+    boolean) is an ``AttachError`` naming the rule, raised before anything is read or written."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        rows = build()
+        rows.schema  # noqa: B018 - resolves the plan
+    except AnalysisException as exc:
+        raise AttachError(f"the tombstone rule {mapping.tombstone!r} of {mapping.source} does not apply to the "
+                          f"source: {str(exc).splitlines()[0]}") from None
+    return rows
+
+
+def above(rows: DataFrame, horizons: AnyMapping[int, int]) -> DataFrame:
+    """Rows at or above each partition's horizon (every row of a partition that has none)."""
+    if not horizons:
+        return rows
+    known = [(F.col(PARTITION) == p) & (F.col(OFFSET) >= h) for p, h in horizons.items()]
+    return rows.where(reduce(lambda a, b: a | b, known) | ~F.col(PARTITION).isin(list(horizons)))
+
+
+def has_key(mapping: Mapping) -> Column:
+    return ~reduce(lambda a, b: a & b, [path(k).isNull() for k in mapping.keys])
+
+
+def latest_per_key(previous: DataFrame | None, fresh: DataFrame, mapping: Mapping, now_ms: int,
+                   retain_null_keys: bool) -> DataFrame:
+    """Each (partition, key tuple)'s highest-offset row over the view ``previous`` and the new range ``fresh``,
+    tombstones whose delete horizon passed left out; keyless rows kept only when ``retain_null_keys``. Key
+    tuples compare null-safely, column by column.
+
+    Every new offset of a partition is above every offset of the view's (the view holds offsets below the
+    horizon, the range those at or above it), so a key in the range wins over the view: only the range is ranked,
+    and the view's rows are kept unless the range has their key (an anti-join, which needs no shuffle of the view
+    when the range's keys are small enough to broadcast)."""
+    order = Window.partitionBy(F.col(PARTITION), *[path(k) for k in mapping.keys]).orderBy(F.col(OFFSET).desc())
+    ranked = fresh.where(has_key(mapping)).withColumn("_compactor_rank", F.row_number().over(order))
+    winners = ranked.where("_compactor_rank = 1").drop("_compactor_rank")
+    if retain_null_keys:
+        winners = winners.unionByName(fresh.where(~has_key(mapping)))
+    if previous is not None:
+        pairs = [(k, f"_compactor_k{i}") for i, k in enumerate(mapping.keys)]
+        keys = fresh.where(has_key(mapping)).select(
+            F.col(PARTITION).alias("_compactor_kp"), *[path(k).alias(n) for k, n in pairs])
+        same = reduce(lambda a, b: a & b, [path(k).eqNullSafe(F.col(n)) for k, n in pairs],
+                      F.col(PARTITION) == F.col("_compactor_kp"))
+        kept = previous.where(~has_key(mapping) if retain_null_keys else F.lit(False)).unionByName(
+            previous.where(has_key(mapping)).join(keys.distinct(), same, "left_anti"))
+        winners = kept.unionByName(winners, allowMissingColumns=True)
+    alive = ~F.col(TOMBSTONE) | (F.col(DELETE_HORIZON_MS) > F.lit(now_ms))
+    return winners.where(alive)
+
+
+def with_delete_horizon(new_rows: DataFrame, now_ms: int, delete_retention_ms: int) -> DataFrame:
+    """New rows with the delete horizon a tombstone gets when first written into the view (None otherwise)."""
+    horizon = F.when(F.col(TOMBSTONE), F.lit(now_ms + delete_retention_ms)).otherwise(F.lit(None).cast("long"))
+    return new_rows.withColumn(DELETE_HORIZON_MS, horizon)
+
+
+def record_columns(rows: DataFrame, mapping: Mapping, schema: Schema) -> DataFrame:
+    """The record JSON's fields: partition, offset, timestamp_ms, the key as a JSON object of the key columns, the
+    value as a JSON object of the value columns (null for a tombstone), and the headers (Redpanda's) if any."""
+    key = F.to_json(F.struct(*[path(k).alias(k) for k in mapping.keys]))
+    value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in mapping.value_columns(schema)]))
+    headers = path(mapping.headers) if mapping.headers else F.lit(None)
+    return rows.select(F.col(PARTITION).alias("partition"), F.col(OFFSET).alias("offset"),
+                       F.col(TIMESTAMP_MS).alias("timestamp_ms"), key.alias("key"),
+                       F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value).alias("value"),
+                       headers.alias("headers"))

@@ -1,0 +1,197 @@
+"""``status``, ``topic describe`` and ``retention`` of an attached log (no Spark).
+
+The source's log end per partition is read from the source's current snapshot (its partition and offset columns
+only, at or above the lowest horizon). Retention touches only what the product owns: it expires the view's own
+snapshots (all but the current cursor and those replaced less than ``compaction.cursor.retain-ms`` ago) and
+deletes the run directories no remaining snapshot references. The source's retention is its owner's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
+
+from compactor.attach.cursor import NOW_MS, current_cursor
+from compactor.attach.registry import AttachedLog
+from compactor.clock import resolve_now_ms
+from compactor.iceberg.catalog import translate_storage_errors
+from compactor.iceberg.expressions import at_least
+from compactor.iceberg.storage import delete_files, list_files
+from compactor.results import JsonResult
+
+
+def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[int, int], dict[int, int], int | None]:
+    """Per partition: the next offset (one past the highest) and the rows at or above the horizon, in the
+    source's current snapshot; and that snapshot's id."""
+    source = attached.source()
+    snapshot = source.current_snapshot()
+    if snapshot is None:
+        return {}, {}, None
+    mapping = attached.mapping
+    lowest = min(horizons.values()) if horizons else None
+    row_filter = at_least(mapping.offset, lowest) if lowest is not None else AlwaysTrue()
+    with translate_storage_errors(f"reading the source {mapping.source}"):
+        rows = source.scan(row_filter=row_filter, selected_fields=(mapping.partition, mapping.offset),
+                           snapshot_id=snapshot.snapshot_id).to_arrow()
+    partitions = _column(rows, mapping.partition)
+    offsets = _column(rows, mapping.offset)
+    table = pa.table({"p": partitions, "o": offsets})
+    ends: dict[int, int] = {}
+    dirty: dict[int, int] = {}
+    for row in table.group_by("p").aggregate([("o", "max")]).to_pylist():
+        ends[int(row["p"])] = int(row["o_max"]) + 1
+    for p, h in horizons.items():  # a partition with nothing new: its log end is the horizon (it never decreases)
+        ends[p] = max(ends.get(p, h), h)
+    for p in ends:
+        mine = table.filter(pc.equal(table["p"], p))
+        dirty[p] = int(pc.sum(pc.greater_equal(mine["o"], horizons.get(p, -1))).as_py() or 0)
+    return ends, dirty, snapshot.snapshot_id
+
+
+def _column(rows: pa.Table, dotted: str) -> pa.Array:
+    parts = dotted.split(".")
+    column: Any = rows.column(parts[0])
+    for part in parts[1:]:
+        column = pc.struct_field(column, part)
+    return column
+
+
+@dataclass
+class AttachedStatus(JsonResult):
+    """``status`` of an attached log (the ``status --json`` fields that apply, plus its source)."""
+
+    topic: str
+    source: str
+    layout: str
+    source_snapshot_id: int | None
+    next_offsets: dict[str, int]
+    horizons: dict[str, int]
+    dirty_records: dict[str, int]
+    cursor: dict[str, Any] | None
+    due: bool
+    due_reason: str
+    settings: dict[str, str] = field(default_factory=dict)
+    attached: bool = True
+    compacted_table: str = ""
+
+
+def attached_status(attached: AttachedLog, now_ms: int | None = None) -> AttachedStatus:
+    cursor = current_cursor(attached.view)
+    horizons = cursor.horizons if cursor else {}
+    ends, dirty, snapshot_id = log_ends(attached, horizons)
+    now = resolve_now_ms(now_ms)
+    expiring = cursor is not None and cursor.min_delete_horizon_ms is not None and cursor.min_delete_horizon_ms <= now
+    pending = sum(dirty.values())
+    due = pending > 0 or expiring
+    reason = (f"{pending} source row(s) past the horizons" if pending else
+              "a tombstone's delete horizon passed" if expiring else "nothing new in the source")
+    return AttachedStatus(str(attached.name), attached.mapping.source, attached.mapping.layout, snapshot_id,
+                          _keys(ends), _keys(horizons), _keys(dirty), cursor.as_json() if cursor else None, due,
+                          reason, attached.settings.as_kafka_dict(), compacted_table=str(attached.name))
+
+
+def describe_attached(attached: AttachedLog) -> dict[str, Any]:
+    """``topic describe`` of an attached log: its mapping, source, view, settings and cursor."""
+    status = attached_status(attached)
+    view = attached.view
+    return {**status.as_json(), "mapping": json.loads(attached.mapping.to_json()),
+            "compacted_metadata_location": view.metadata_location, "schema": str(view.schema()),
+            "partitions": len(status.next_offsets)}
+
+
+@dataclass
+class AttachedRetention(JsonResult):
+    """What ``retention`` did on an attached log: only the product's own snapshots and files."""
+
+    dry_run: bool
+    expired_snapshots: int
+    removed_files: int
+    removed_records: int = 0
+    removed_bytes: int = 0
+    log_start_offsets: dict[str, int] = field(default_factory=dict)
+    source_untouched: bool = True
+
+
+def attached_retention(attached: AttachedLog, config: Any, *, now_ms: int | None = None,
+                       dry_run: bool = False) -> AttachedRetention:
+    now = resolve_now_ms(now_ms)
+    settings = attached.settings
+    view = attached.view
+    current = view.current_snapshot()
+    if current is None:
+        return AttachedRetention(dry_run, 0, 0)
+    # a replaced cursor stays while younger than cursor_retain_ms, measured from the run that replaced it
+    chain = list(view.snapshots())
+    replaced_at: dict[int, int] = {}
+    for older, newer in itertools.pairwise(chain):
+        clock = (newer.summary.additional_properties if newer.summary else {}).get(NOW_MS)
+        replaced_at[older.snapshot_id] = int(clock) if clock else now
+    expire = [s.snapshot_id for s in chain if s.snapshot_id != current.snapshot_id
+              and replaced_at.get(s.snapshot_id, now) + settings.cursor_retain_ms <= now]
+    kept = [s.snapshot_id for s in chain if s.snapshot_id not in expire]
+    kept_runs = _runs(view, kept)
+    expired_runs = _runs(view, expire) - kept_runs
+    data_dir = f"{view.metadata.location.rstrip('/')}/data"
+    stale: list[str] = []
+    for stored in list_files(config, data_dir, view.io):
+        run = stored.location.rsplit("/", 2)[-2]
+        if not run.startswith("run-") or run in kept_runs:
+            continue
+        failed_run_is_old = int(run.split("-")[1]) + settings.orphan_min_age_ms <= now
+        if run in expired_runs or failed_run_is_old:
+            stale.append(stored.location)
+    if not dry_run:
+        if expire:
+            with translate_storage_errors(f"expiring snapshots of {attached.name}"):
+                view.maintenance.expire_snapshots().by_ids(expire).commit()
+        delete_files(config, stale, view.io)
+    return AttachedRetention(dry_run, len(expire), len(stale))
+
+
+@dataclass(frozen=True)
+class AttachedAssessment:
+    """The cleaner's view of an attached log: due iff the source has rows past the horizons or a tombstone's
+    delete horizon passed; the dirty ratio counts rows (new source rows over those plus the view's rows)."""
+
+    due: bool
+    due_reason: str
+    dirty_ratio: float
+    dirty_bytes: int
+
+
+def assess_attached(lake: Any, name: str, now_ms: int) -> AttachedAssessment:
+    status = attached_status(_load(lake, name), now_ms)
+    pending = sum(status.dirty_records.values())
+    kept = int((status.cursor or {}).get("stats", {}).get("records_kept", 0))
+    return AttachedAssessment(status.due, status.due_reason, pending / (pending + kept) if pending else 0.0, pending)
+
+
+def retain_attached(lake: Any, name: str, now_ms: int) -> AttachedRetention:
+    return attached_retention(_load(lake, name), lake.config, now_ms=now_ms)
+
+
+def _load(lake: Any, name: str) -> AttachedLog:
+    from compactor.attach.registry import load_attached
+    from compactor.errors import TopicNotFoundError
+
+    attached = load_attached(lake.catalog, name)
+    if attached is None:
+        raise TopicNotFoundError(f"'{name}' is not an attached log")
+    return attached
+
+
+def _runs(view: Any, snapshot_ids: list[int]) -> set[str]:
+    """The run directories (``run-<clock>-<id>``) the data files of these snapshots are in."""
+    return {task.file.file_path.rsplit("/", 2)[-2] for snapshot_id in snapshot_ids
+            for task in view.scan(snapshot_id=snapshot_id).plan_files()}
+
+
+def _keys(values: Mapping[int, int]) -> dict[str, int]:
+    return {str(p): v for p, v in sorted(values.items())}

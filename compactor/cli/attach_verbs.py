@@ -1,0 +1,149 @@
+"""``compactor topic attach|detach``, and the verbs that act on an attached log (``compact``, ``read``,
+``status``, ``retention``, ``topic describe``, ``topic delete``), routed here when NAME is one; ``produce``
+refuses an attached log (the product never writes to its source)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from compactor.attach.mapping import LAYOUTS
+from compactor.cli.common import assignments, emit, lake_of
+from compactor.errors import InputError, NotATopicError, UsageError
+
+
+def topic_attach(args: argparse.Namespace) -> int:
+    from compactor.attach.api import attach_table
+
+    keys = [k for k in (args.key_columns or "").split(",") if k.strip()]
+    attached = attach_table(lake_of(args), args.name, table=args.table, layout=args.layout,
+                            partition_column=args.partition_column, offset_column=args.offset_column,
+                            timestamp_column=args.timestamp_column, key_columns=keys,
+                            tombstone_when=args.tombstone_when, config=assignments(args.config))
+    emit({"topic": str(attached.name), "attached": True, "source": attached.mapping.source,
+          "mapping": json.loads(attached.mapping.to_json()), "settings": attached.settings.as_kafka_dict()})
+    return 0
+
+
+def topic_detach(args: argparse.Namespace) -> int:
+    from compactor.attach.api import detach_table
+
+    emit(detach_table(lake_of(args), args.name))
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from compactor.attach.compaction import compact_attached
+
+    emit(compact_attached(lake_of(args), args.name, now_ms=args.now_ms))
+    return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    from compactor.attach.reading import read_attached
+
+    if args.from_timestamp or args.as_of_cursor is not None:
+        raise UsageError("--from-timestamp and --as-of-cursor are not supported on an attached log")
+    starts: dict[int, int] = {}
+    for pair in args.from_offset:
+        try:
+            p, o = pair.split(":")
+            starts[int(p)] = int(o)
+        except ValueError:
+            raise UsageError(f"--from-offset {pair!r}: expected PARTITION:OFFSET") from None
+    for record in read_attached(lake_of(args), args.name, read_compacted=args.compacted, from_offsets=starts):
+        sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from compactor.attach.registry import load_attached
+    from compactor.attach.status import attached_status
+
+    attached = load_attached(lake_of(args).catalog, args.name)
+    assert attached is not None
+    emit(attached_status(attached, args.now_ms))
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from compactor.attach.registry import load_attached
+    from compactor.attach.status import describe_attached
+
+    attached = load_attached(lake_of(args).catalog, args.name)
+    assert attached is not None
+    emit(describe_attached(attached))
+    return 0
+
+
+def _retention(args: argparse.Namespace) -> int:
+    from compactor.attach.registry import load_attached
+    from compactor.attach.status import attached_retention
+
+    lake = lake_of(args)
+    attached = load_attached(lake.catalog, args.name)
+    assert attached is not None
+    emit(attached_retention(attached, lake.config, now_ms=args.now_ms, dry_run=args.dry_run))
+    return 0
+
+
+def _refuse_write(args: argparse.Namespace) -> int:
+    raise NotATopicError(f"'{args.name}' is an attached log: the product never writes to its source table; "
+                         "produce to the system that writes the source")
+
+
+def _refuse_config(args: argparse.Namespace) -> int:
+    if args.set or args.unset:
+        raise InputError(f"'{args.name}' is an attached log: its settings are given at 'topic attach --config'")
+    return _describe(args)
+
+
+ROUTES: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
+    ("compact", None): _compact, ("read", None): _read, ("status", None): _status, ("retention", None): _retention,
+    ("topic", "describe"): _describe, ("topic", "delete"): topic_detach, ("topic", "config"): _refuse_config,
+    ("produce", None): _refuse_write,
+}
+
+
+def route(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    """The handler for ``args``: the attached-log one when the verb acts on a NAME that is an attached log."""
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    key = (args.verb, getattr(args, "topic_verb", None))
+    if key not in ROUTES or not isinstance(getattr(args, "name", None), str):
+        return handler
+    from compactor.attach.registry import load_attached
+    from compactor.errors import CompactorError
+
+    try:
+        attached = load_attached(lake_of(args).catalog, args.name)
+    except (CompactorError, ValueError):
+        return handler  # the verb's own handler reports the problem (unknown topic, no lake, bad name)
+    return ROUTES[key] if attached is not None else handler
+
+
+def register_topic_actions(actions: Any) -> None:
+    attach = actions.add_parser("attach", help="make an existing append-only Iceberg table a topic's raw log, "
+                                "never writing to it")
+    attach.add_argument("name", help="the attached log's name (namespace.topic): its compacted view's table")
+    attach.add_argument("--table", required=True, metavar="NS.TABLE", help="the source table")
+    attach.add_argument("--layout", required=True, choices=LAYOUTS,
+                        help="kafka-connect: the sink's _kafka_metadata columns; redpanda: the redpanda struct; "
+                        "columns: the columns named below")
+    attach.add_argument("--partition-column", metavar="C")
+    attach.add_argument("--offset-column", metavar="C")
+    attach.add_argument("--timestamp-column", metavar="C")
+    attach.add_argument("--key-columns", metavar="C1[,C2...]", help="the key (several: a composite key); "
+                        "nested fields as a.b")
+    attach.add_argument("--tombstone-when", metavar="null-value|EXPR",
+                        help="null-value (default: every value column null) or a Spark SQL condition on the row, "
+                        "such as \"_cdc.op = 'D'\"")
+    attach.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a topic setting (default cleanup.policy=compact)")
+    attach.set_defaults(handler=topic_attach)
+    detach = actions.add_parser("detach", help="drop an attached log's view and mapping; the source stays as it was")
+    detach.add_argument("name")
+    detach.set_defaults(handler=topic_detach)
