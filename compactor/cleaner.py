@@ -179,7 +179,8 @@ class Cleaner:
         started = time.monotonic()
         now = resolve_now_ms(now_ms)
         result = PassResult(now_ms=now)
-        attached = self.lake.list_topics(attached=True)  # attached logs (SEMANTICS section 9): their own steps
+        # attached logs (docs/guarantees.md#attached-logs) take their own steps
+        attached = self.lake.list_topics(attached=True)
         names = self.lake.list_topics() + attached
         ranked: list[tuple[float, int, str]] = []
         for name in names:

@@ -163,7 +163,7 @@ class Lake:
 
     def list_topics(self, *, attached: bool | None = False) -> list[str]:
         """Names of every table in the catalog that carries the topic marker, sorted; ``attached=True``: the
-        attached logs instead (SEMANTICS section 9), ``None``: both."""
+        attached logs instead (docs/guarantees.md#attached-logs), ``None``: both."""
         found: list[str] = []
         with translate_storage_errors("listing topics"):
             for namespace in self._all_namespaces():

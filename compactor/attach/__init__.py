@@ -1,5 +1,5 @@
 """Attached logs: append-only Iceberg tables that other tools write (Kafka Connect's Iceberg sink, Redpanda's
-Iceberg topics, ...), compacted without ever being written to (SEMANTICS section 9).
+Iceberg topics, ...), compacted without ever being written to (docs/guarantees.md#attached-logs).
 
 ``registry`` (attach, detach, the mapping's home), ``mapping`` (layouts and their columns), ``compaction`` (the
 Spark run), ``reading`` (``read``), ``status`` (``status``, ``topic describe``, ``retention``).

@@ -1,4 +1,4 @@
-"""One compaction run of an attached log (SEMANTICS sections 2, 3 and 9), as a Spark job.
+"""One compaction run of an attached log (docs/guarantees.md#attached-logs), as a Spark job.
 
 1. **pin**: the source's current snapshot ``S`` and the cursor ``C`` (the view's current snapshot), the settings
    once; the view's schema follows columns added to the source (a change it cannot follow is an error naming
@@ -61,7 +61,8 @@ JOB_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 
 @dataclass
 class AttachedCompactionResult(JsonResult):
-    """What ``compactor compact`` prints for an attached log (the ``compact`` fields of INTERFACE.md)."""
+    """What ``compactor compact`` prints for an attached log (the ``compact`` fields of
+    docs/reference.md#json-results)."""
 
     committed: bool
     topic: str

@@ -1,4 +1,4 @@
-"""The cursor of an attached log: the summary of its view's current snapshot (SEMANTICS sections 3 and 9).
+"""The cursor of an attached log: the summary of its view's current snapshot (docs/guarantees.md#attached-logs).
 
 A run publishes the view's rows and these properties in one commit on the view table, on condition that the
 view's ``main`` is still the snapshot the run started from; so the cursor is always the view's current snapshot.

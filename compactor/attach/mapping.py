@@ -1,5 +1,5 @@
 """The column mapping of an attached log: which source columns are Kafka's partition, offset, timestamp and key,
-and which rows are tombstones (SEMANTICS section 9).
+and which rows are tombstones (docs/guarantees.md#attached-logs).
 
 A mapping is made from the layout the user names (``kafka-connect``, ``redpanda`` or ``columns``) and checked
 against the source table's schema before anything is written: every named column must exist with a type the

@@ -1,4 +1,4 @@
-"""Reading an attached log (SEMANTICS sections 5 and 9): compacted (the view's rows below each partition's
+"""Reading an attached log (docs/guarantees.md#attached-logs): compacted (the view's rows below each partition's
 horizon, then the source's rows from the horizon on) or raw (the source's rows), per partition in offset order,
 as the record JSON of ``compactor read``: ``key`` an object of the key columns, ``value`` an object of the value
 columns (null for a tombstone). Both tables are read at one pinned snapshot each (the cursor, then the source).
