@@ -31,7 +31,8 @@ BATCH_IDS_PROPERTY = "compactor.batch-ids"
 # may have gaps. Changes in the same commit as the mirror's appends (topics.mirrored).
 MIRROR_PROPERTY = "compactor.mirror"
 # An attached log (docs/guarantees.md#attached-logs): on the product's view table of a source another tool
-# writes, the mapping of the source's columns (compactor.attach). Its presence makes the table a topic for ``topic list``.
+# writes, the mapping of the source's columns (compactor.attach). Its presence makes the table a topic for
+# ``topic list``.
 ATTACHED_PROPERTY = "compactor.attached"
 
 # Iceberg properties every topic carries. Retries are off because a blind re-commit of files written with
