@@ -38,12 +38,12 @@ from compactor.attach.registry import (
     PARTITION,
     TOMBSTONE,
     AttachedLog,
-    load_attached,
+    require_attached,
     source_part,
     view_schema,
 )
 from compactor.clock import resolve_now_ms
-from compactor.errors import CursorMovedError, PolicyError, TopicCorruptError, TopicNotFoundError
+from compactor.errors import CursorMovedError, PolicyError, TopicCorruptError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.storage import delete_prefix, list_files
 from compactor.results import JsonResult
@@ -78,10 +78,7 @@ class AttachedCompactionResult(JsonResult):
 
 def compact_attached(lake: Lake, name: str, *, now_ms: int | None = None) -> AttachedCompactionResult:
     """Compact the attached log ``name`` once (see the module docstring)."""
-    attached = load_attached(lake.catalog, name)
-    if attached is None:
-        raise TopicNotFoundError(f"'{name}' is not an attached log")
-    return AttachedRun(lake, attached, resolve_now_ms(now_ms)).run()
+    return AttachedRun(lake, require_attached(lake.catalog, name), resolve_now_ms(now_ms)).run()
 
 
 class AttachedRun:

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from compactor.attach.cursor import current_cursor
-from compactor.attach.registry import load_attached
-from compactor.errors import OffsetOutOfRangeError, TopicNotFoundError
+from compactor.attach.registry import require_attached
+from compactor.errors import OffsetOutOfRangeError
 from compactor.topics.records import encode_bytes
 
 if TYPE_CHECKING:
@@ -30,9 +30,7 @@ def read_attached(lake: Lake, name: str, *, read_compacted: bool,
     from compactor.attach import frames
     from compactor.spark.active import active_session
 
-    attached = load_attached(lake.catalog, name)
-    if attached is None:
-        raise TopicNotFoundError(f"'{name}' is not an attached log")
+    attached = require_attached(lake.catalog, name)
     cursor = current_cursor(attached.view) if read_compacted else None
     source = attached.source()
     pinned = source.current_snapshot()

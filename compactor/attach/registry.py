@@ -111,6 +111,14 @@ def load_attached(catalog: Catalog, name: str | TopicName) -> AttachedLog | None
     return AttachedLog(topic, table, Mapping.from_json(table.metadata.properties[ATTACHED_PROPERTY]), catalog)
 
 
+def require_attached(catalog: Catalog, name: str | TopicName) -> AttachedLog:
+    """The attached log named ``name``; ``TopicNotFoundError`` if there is none."""
+    attached = load_attached(catalog, name)
+    if attached is None:
+        raise TopicNotFoundError(f"'{name}' is not an attached log")
+    return attached
+
+
 def attach_table(catalog: Catalog, name: str, *, table: str, layout: str, partition_column: str | None = None,
                  offset_column: str | None = None, timestamp_column: str | None = None,
                  key_columns: Sequence[str] = (), tombstone_when: str | None = None,
@@ -155,9 +163,7 @@ def check_predicate(mapping: Mapping) -> None:
 def detach_table(catalog: Catalog, config: LakeConfig, name: str) -> dict[str, object]:
     """Drop the view of an attached log and its registration, with every file under the view's location; the
     source is not touched."""
-    attached = load_attached(catalog, name)
-    if attached is None:
-        raise TopicNotFoundError(f"'{name}' is not an attached log")
+    attached = require_attached(catalog, name)
     location = attached.view.metadata.location
     with translate_storage_errors(f"detaching {attached.name}"):
         catalog.drop_table(attached.name.identifier)
@@ -205,4 +211,4 @@ def new_view_location(warehouse: str | None, name: TopicName) -> str | None:
 
 
 __all__ = ["ATTACHED_PROPERTY", "AttachedLog", "attach_table", "check_mapping", "detach_table", "is_attached",
-           "load_attached", "view_schema"]
+           "load_attached", "require_attached", "view_schema"]

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 
 from compactor.attach.cursor import NOW_MS, current_cursor
-from compactor.attach.registry import AttachedLog
+from compactor.attach.registry import AttachedLog, require_attached
 from compactor.clock import resolve_now_ms
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import at_least
@@ -167,24 +167,14 @@ class AttachedAssessment:
 
 
 def assess_attached(lake: Any, name: str, now_ms: int) -> AttachedAssessment:
-    status = attached_status(_load(lake, name), now_ms)
+    status = attached_status(require_attached(lake.catalog, name), now_ms)
     pending = sum(status.dirty_records.values())
     kept = int((status.cursor or {}).get("stats", {}).get("records_kept", 0))
     return AttachedAssessment(status.due, status.due_reason, pending / (pending + kept) if pending else 0.0, pending)
 
 
 def retain_attached(lake: Any, name: str, now_ms: int) -> AttachedRetention:
-    return attached_retention(_load(lake, name), lake.config, now_ms=now_ms)
-
-
-def _load(lake: Any, name: str) -> AttachedLog:
-    from compactor.attach.registry import load_attached
-    from compactor.errors import TopicNotFoundError
-
-    attached = load_attached(lake.catalog, name)
-    if attached is None:
-        raise TopicNotFoundError(f"'{name}' is not an attached log")
-    return attached
+    return attached_retention(require_attached(lake.catalog, name), lake.config, now_ms=now_ms)
 
 
 def _runs(view: Any, snapshot_ids: list[int]) -> set[str]:
