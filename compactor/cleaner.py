@@ -180,8 +180,9 @@ class Cleaner:
         now = resolve_now_ms(now_ms)
         result = PassResult(now_ms=now)
         # attached logs (docs/guarantees.md#attached-logs) take their own steps
-        attached = self.lake.list_topics(attached=True)
-        names = self.lake.list_topics() + attached
+        topics, attached_logs = self.lake.list_logs()
+        attached = set(attached_logs)
+        names = topics + attached_logs
         ranked: list[tuple[float, int, str]] = []
         for name in names:
             outcome = result.topics.setdefault(name, TopicOutcome(name))

@@ -164,7 +164,15 @@ class Lake:
     def list_topics(self, *, attached: bool | None = False) -> list[str]:
         """Names of every table in the catalog that carries the topic marker, sorted; ``attached=True``: the
         attached logs instead (docs/guarantees.md#attached-logs), ``None``: both."""
-        found: list[str] = []
+        topics, attached_logs = self.list_logs()
+        if attached is None:
+            return sorted(topics + attached_logs)
+        return attached_logs if attached else topics
+
+    def list_logs(self) -> tuple[list[str], list[str]]:
+        """The topics and the attached logs, each sorted, from one walk of the catalog (each table loaded once)."""
+        topics: list[str] = []
+        attached_logs: list[str] = []
         with translate_storage_errors("listing topics"):
             for namespace in self._all_namespaces():
                 for identifier in self.catalog.list_tables(namespace):
@@ -175,11 +183,11 @@ class Lake:
                         table = self.catalog.load_table(full)
                     except NoSuchTableError:
                         continue  # dropped while we listed
-                    is_attached = props.ATTACHED_PROPERTY in table.metadata.properties
-                    is_topic = table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE
-                    if (is_topic and attached is not True) or (is_attached and attached is not False):
-                        found.append(full)
-        return sorted(found)
+                    if table.metadata.properties.get(props.MARKER_PROPERTY) == props.MARKER_VALUE:
+                        topics.append(full)
+                    elif props.ATTACHED_PROPERTY in table.metadata.properties:
+                        attached_logs.append(full)
+        return sorted(topics), sorted(attached_logs)
 
     def _all_namespaces(self) -> list[tuple[str, ...]]:
         pending: list[tuple[str, ...]] = [tuple(ns) for ns in self.catalog.list_namespaces()]
