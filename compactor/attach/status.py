@@ -12,7 +12,7 @@ import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +25,12 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import at_least
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.results import JsonResult
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from compactor.config import LakeConfig
+    from compactor.lake import Lake
 
 
 def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[int, int], dict[int, int], int | None]:
@@ -119,7 +125,7 @@ class AttachedRetention(JsonResult):
     source_untouched: bool = True
 
 
-def attached_retention(attached: AttachedLog, config: Any, *, now_ms: int | None = None,
+def attached_retention(attached: AttachedLog, config: LakeConfig, *, now_ms: int | None = None,
                        dry_run: bool = False) -> AttachedRetention:
     now = resolve_now_ms(now_ms)
     settings = attached.settings
@@ -166,18 +172,18 @@ class AttachedAssessment:
     dirty_bytes: int
 
 
-def assess_attached(lake: Any, name: str, now_ms: int) -> AttachedAssessment:
+def assess_attached(lake: Lake, name: str, now_ms: int) -> AttachedAssessment:
     status = attached_status(require_attached(lake.catalog, name), now_ms)
     pending = sum(status.dirty_records.values())
     kept = int((status.cursor or {}).get("stats", {}).get("records_kept", 0))
     return AttachedAssessment(status.due, status.due_reason, pending / (pending + kept) if pending else 0.0, pending)
 
 
-def retain_attached(lake: Any, name: str, now_ms: int) -> AttachedRetention:
+def retain_attached(lake: Lake, name: str, now_ms: int) -> AttachedRetention:
     return attached_retention(require_attached(lake.catalog, name), lake.config, now_ms=now_ms)
 
 
-def _runs(view: Any, snapshot_ids: list[int]) -> set[str]:
+def _runs(view: Table, snapshot_ids: list[int]) -> set[str]:
     """The run directories (``run-<clock>-<id>``) the data files of these snapshots are in."""
     return {task.file.file_path.rsplit("/", 2)[-2] for snapshot_id in snapshot_ids
             for task in view.scan(snapshot_id=snapshot_id).plan_files()}
