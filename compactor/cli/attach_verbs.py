@@ -8,11 +8,14 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compactor.attach.mapping import LAYOUTS
 from compactor.cli.common import assignments, emit, lake_of
 from compactor.errors import InputError, NotATopicError, UsageError
+
+if TYPE_CHECKING:
+    from compactor.attach.registry import AttachedLog
 
 
 def topic_attach(args: argparse.Namespace) -> int:
@@ -61,33 +64,26 @@ def _read(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from compactor.attach.registry import load_attached
     from compactor.attach.status import attached_status
 
-    attached = load_attached(lake_of(args).catalog, args.name)
-    assert attached is not None
+    attached: AttachedLog = args.attached  # loaded by route
     emit(attached_status(attached, args.now_ms))
     return 0
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from compactor.attach.registry import load_attached
     from compactor.attach.status import describe_attached
 
-    attached = load_attached(lake_of(args).catalog, args.name)
-    assert attached is not None
+    attached: AttachedLog = args.attached  # loaded by route
     emit(describe_attached(attached))
     return 0
 
 
 def _retention(args: argparse.Namespace) -> int:
-    from compactor.attach.registry import load_attached
     from compactor.attach.status import attached_retention
 
-    lake = lake_of(args)
-    attached = load_attached(lake.catalog, args.name)
-    assert attached is not None
-    emit(attached_retention(attached, lake.config, now_ms=args.now_ms, dry_run=args.dry_run))
+    attached: AttachedLog = args.attached  # loaded by route
+    emit(attached_retention(attached, lake_of(args).config, now_ms=args.now_ms, dry_run=args.dry_run))
     return 0
 
 
@@ -122,7 +118,10 @@ def route(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
         attached = load_attached(lake_of(args).catalog, args.name)
     except (CompactorError, ValueError):
         return handler  # the verb's own handler reports the problem (unknown topic, no lake, bad name)
-    return ROUTES[key] if attached is not None else handler
+    if attached is None:
+        return handler
+    args.attached = attached  # the attached handlers use it rather than load it again
+    return ROUTES[key]
 
 
 def register_topic_actions(actions: Any) -> None:

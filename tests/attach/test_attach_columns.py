@@ -169,3 +169,33 @@ def test_the_cleaner_compacts_an_attached_log_and_retains_only_its_own_snapshots
     second = Cleaner(lake).run_once(BASE_MS + 1).topics["lake.clean"]
     assert second.due is False and second.compaction is None and second.retention is not None
     assert tree_digest(location_path(source)) == digest
+
+
+def test_describe_config_and_retention_route_to_the_attached_log(lake: Lake, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``topic describe``, ``topic config`` and ``retention`` on an attached log take its own handlers (in process;
+    the fresh-process test above covers attach, compact, read, status, produce and detach)."""
+    from compactor.cli.main import main
+
+    source = connect_table(lake.catalog, "sink.routes")
+    source.append(connect_rows(source, [row("1", "eu", 1, 0, 0)]))
+    attach_table(lake, "lake.routes", table="sink.routes", layout="kafka-connect", key_columns=["id"])
+    monkeypatch.setenv("COMPACTOR_CATALOG_NAME", lake.config.catalog_name)
+    lake_args = ["--warehouse", str(lake.config.warehouse)]
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main([*lake_args, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = run("topic", "describe", "lake.routes")
+    assert code == 0, err
+    described = json.loads(out)
+    assert described["mapping"]["keys"] == ["id"] and described["source"] == "sink.routes"
+    code, out, err = run("topic", "config", "lake.routes")
+    assert code == 0 and json.loads(out)["mapping"]["keys"] == ["id"], err
+    code, _, err = run("topic", "config", "lake.routes", "--set", "delete.retention.ms=1")
+    assert code == 1 and "settings are given at 'topic attach --config'" in err
+    code, out, err = run("retention", "lake.routes", "--dry-run", "--now-ms", str(BASE_MS))
+    assert code == 0, err
+    assert json.loads(out)["dry_run"] is True and json.loads(out)["source_untouched"] is True
