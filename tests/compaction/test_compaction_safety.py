@@ -216,17 +216,11 @@ def _cli(lake: Lake, *args: str) -> list[str]:
     return [sys.executable, "-m", "compactor.cli.main", "--warehouse", warehouse, *args]
 
 
-@pytest.mark.slow  # a JVM of its own; failures at every point stay in the loop in-process (above)
-def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    model = seeded(lake)
-    before = current_cursor(lake, "s.t")
-    marker = tmp_path / "reached"
-    # sliced: the run keeps its winners in a scratch table (a small range otherwise keeps none: issue 34's twin of
-    # this test, tests/compaction/test_winners_paths.py, kills that run)
-    proc = subprocess.Popen(_cli(lake, "compact", "s.t", "--now-ms", "4000", "--layout", "sliced"),
-                            env=_cli_env(lake, COMPACTOR_FAILPOINTS="after-write=pause",
-                                         COMPACTOR_FAILPOINT_MARKER=str(marker)),
+def kill_compaction_at(lake: Lake, point: str, marker: Path, *args: str) -> None:
+    """Run the command line ``args`` in a process of its own, paused at the failure point ``point`` (``marker``
+    appears when it gets there), then kill it there with its JVM (SIGKILL to its process group)."""
+    proc = subprocess.Popen(_cli(lake, *args), env=_cli_env(lake, COMPACTOR_FAILPOINTS=f"{point}=pause",
+                                                            COMPACTOR_FAILPOINT_MARKER=str(marker)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -237,6 +231,17 @@ def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession,
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the Python process and its JVM, mid-run
         proc.wait(timeout=60)
+
+
+@pytest.mark.slow  # a JVM of its own; failures at every point stay in the loop in-process (above)
+def test_killing_the_job_process_leaves_the_previous_cursor(spark: SparkSession, lake: Lake, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    model = seeded(lake)
+    before = current_cursor(lake, "s.t")
+    marker = tmp_path / "reached"
+    # sliced: the run keeps its winners in a scratch table (a small range otherwise keeps none: issue 34's twin of
+    # this test, tests/compaction/test_winners_paths.py, kills that run)
+    kill_compaction_at(lake, "after-write", marker, "compact", "s.t", "--now-ms", "4000", "--layout", "sliced")
     assert current_cursor(lake, "s.t") == before
     assert len(stage_branches(lake)) == 1  # the killed run's staging branch: never read, removed by retention
     killed_run_tables = run_tables(lake)  # and its phase-1 table, dropped by retention once old enough

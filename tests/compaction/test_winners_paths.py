@@ -6,10 +6,6 @@ their runs took."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,19 +87,7 @@ def test_killing_an_inline_run_leaves_the_previous_cursor_and_no_scratch_table(
     model = safety.seeded(lake)
     before = current_cursor(lake, "s.t")
     marker = tmp_path / "reached"
-    proc = subprocess.Popen(safety._cli(lake, "compact", "s.t", "--now-ms", "4000"),
-                            env=safety._cli_env(lake, COMPACTOR_FAILPOINTS="after-write=pause",
-                                                COMPACTOR_FAILPOINT_MARKER=str(marker)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            assert proc.poll() is None, safety._error_lines(proc.communicate()[1].decode())
-            assert time.monotonic() < deadline, "the job never reached the failure point"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+    safety.kill_compaction_at(lake, "after-write", marker, "compact", "s.t", "--now-ms", "4000")
     assert current_cursor(lake, "s.t") == before
     assert len(safety.stage_branches(lake)) == 1 and safety.run_tables(lake) == []
     assert compact_topic(lake, "s.t", now_ms=4000).committed
