@@ -19,5 +19,5 @@ if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
   rm -rf "$site"
 fi
 echo "[test] pytest" >&2
-# -n 2: every Spark test on one worker (one SparkSession, tests/conftest.py), the JVM-free tests beside it
+# -n 2: two workers, one SparkSession each; one Kafka broker, Connect worker and REST catalog (tests/conftest.py)
 exec "$PY" -m pytest -n 2 --durations=25 "$@"

@@ -1,4 +1,5 @@
-"""Shared fixtures: isolated configuration, a fresh lake per test, and ONE SparkSession per test session.
+"""Shared fixtures: isolated configuration, a fresh lake per test, one SparkSession per test process, and one of
+each JVM server (Kafka broker, Kafka Connect worker, REST catalog) per test run.
 
 Each test's lake gets its own warehouse directory and its own catalog name, registered at runtime on the
 shared SparkSession (Iceberg caches catalogs by name, so a new name gives a fresh catalog on a new database).
@@ -86,11 +87,18 @@ SPARK_FIXTURE = "spark_session"  # ``spark`` and every fixture built on it reque
 JVM_SERVER_FIXTURES = {"kafka_broker": "kafka", "kafka_connect": "kafka", "rest_catalog": "rest"}
 
 
+SERVER_GROUP = "jvm-servers"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the xdist_group markers added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add ``s3`` and ``postgres`` from what each test uses; refuse a Spark fixture without ``spark``; keep every
-    test of the shared SparkSession in one pytest-xdist group, so that a parallel run (``-n 2``, ``--dist
-    loadgroup`` from ``pyproject.toml``) still starts ONE SparkSession, on one worker, while the other runs the
-    JVM-free tests and those that start their own JVMs."""
+    test of a JVM server in one pytest-xdist group, so that a parallel run (``-n 2``, ``--dist loadgroup`` from
+    ``pyproject.toml``) starts one Kafka broker, one Connect worker and one REST catalog, on one worker.
+
+    The Spark tests are spread over both workers, each with its own SparkSession (the session fixture is
+    per process): measured, the tests of the shared session alone take longer than the suite's budget when
+    run one after another, and two sessions keep both cores busy while one waits on its driver."""
     unmarked: list[str] = []
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -112,11 +120,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("spark") is not None and (
                 item.get_closest_marker("s3") is not None or item.get_closest_marker("postgres") is not None):
             item.add_marker(pytest.mark.slow)
-        if SPARK_FIXTURE in fixtures or servers:  # tests that start their own JVMs may run on either worker
-            item.add_marker(pytest.mark.xdist_group("spark-session"))
+        if servers:
+            item.add_marker(pytest.mark.xdist_group(SERVER_GROUP))
     if unmarked:
         raise pytest.UsageError("these tests use the SparkSession but are not marked @pytest.mark.spark: "
                                 + ", ".join(unmarked))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker under ``--dist loadgroup``, refuse the run if xdist could not mark the groups
+    (pytest 9.2 with pytest-xdist 3.8 ignores them; infra/constraints.txt): each worker would start its own
+    JVM servers."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid.rsplit("]", 1)[-1]]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist's --dist loadgroup did not group {len(lost)} tests (e.g. {lost[0]}): "
+                                "use the pytest of infra/constraints.txt")
 
 
 @pytest.fixture(autouse=True)
@@ -166,7 +188,7 @@ def lake(tmp_path: Path) -> Iterator[Lake]:
 
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[SparkSession]:
-    """The one SparkSession of the test run (small, local, quiet)."""
+    """The SparkSession of this test process (small, local, quiet; one per pytest-xdist worker)."""
     from compactor.spark.jars import ICEBERG_AWS_JARS, ICEBERG_AWS_SET, S3_SET, S3A_JARS, jars_dir
     from compactor.spark.session import get_or_create_session
 
