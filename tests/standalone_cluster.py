@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyspark
 
+from tests.conftest import TEST_JVM_OPTIONS
 from tests.s3_server import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -47,7 +48,8 @@ def _spark_class(main: str, *args: str, env: dict[str, str], log: Path) -> subpr
 @contextmanager
 def standalone_cluster(workdir: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g") -> Iterator[Cluster]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
-    env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"})
+    env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
+                "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS})  # the master's and the workers' JVMs
     port, ui = free_port(), free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}")
     try:

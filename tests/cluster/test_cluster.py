@@ -28,6 +28,7 @@ from compactor.producing.producer import produce, produce_arrow
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import ProducerRecord
 from readers.reader import TopicReader
+from tests.conftest import TEST_JVM_OPTIONS, jvm_env
 from tests.measure import read_stages
 from tests.s3_server import S3Server, s3_server  # noqa: F401 - the session fixture
 from tests.standalone_cluster import standalone_cluster
@@ -35,6 +36,8 @@ from tests.standalone_cluster import standalone_cluster
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 BATCHES, PER_BATCH, KEYS = 8, 25_000, 30_000
+EXECUTOR_CONF = ("--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
+                 "--conf", f"spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}")
 
 
 def executors_by_worker(log: Path) -> dict[str, str]:
@@ -94,9 +97,8 @@ def check_dataframe_produce(lake: Lake, env: dict[str, str], tmp_path: Path) -> 
     python_topic = lake.create_topic("c.py", partitions=4)
     events = tmp_path / "produce-events"
     events.mkdir()
-    command = [str(ROOT / "infra/cluster/submit.sh"), "--conf", "spark.executor.memory=512m", "--conf",
-               "spark.executor.cores=1", "--conf", "spark.eventLog.enabled=true", "--conf",
-               f"spark.eventLog.dir={events.as_uri()}", "produce", "c.df", "--file", str(tmp_path / "input"),
+    command = [str(ROOT / "infra/cluster/submit.sh"), *EXECUTOR_CONF, "--conf", "spark.eventLog.enabled=true",
+               "--conf", f"spark.eventLog.dir={events.as_uri()}", "produce", "c.df", "--file", str(tmp_path / "input"),
                "--format", "parquet", "--engine", "spark"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -129,7 +131,7 @@ def test_compaction_spreads_over_both_workers(request: pytest.FixtureRequest, tm
            if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_")) or k == "COMPACTOR_JARS_DIR"}
     env.update({**server.env, "COMPACTOR_WAREHOUSE": "s3://cluster-lake/warehouse",
                 "COMPACTOR_CATALOG_URI": str(tmp_path / "catalog.db"), "PYTHONPATH": str(ROOT),
-                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **jvm_env()})
     # the default catalog name "lake", as the submitted job uses (the name is stored in every catalog row)
     lake = Lake(LakeConfig.resolve(env["COMPACTOR_WAREHOUSE"], env["COMPACTOR_CATALOG_URI"], env=server.env))
     topic = lake.create_topic("c.t", config={"cleanup.policy": "compact"})
@@ -144,9 +146,8 @@ def test_compaction_spreads_over_both_workers(request: pytest.FixtureRequest, tm
     events.mkdir()
     with standalone_cluster(tmp_path) as cluster:
         env["SPARK_MASTER"] = cluster.master_url
-        command = [str(ROOT / "infra/cluster/submit.sh"), "--conf", "spark.executor.memory=512m", "--conf",
-                   "spark.executor.cores=1", "--conf", "spark.eventLog.enabled=true", "--conf",
-                   f"spark.eventLog.dir={events.as_uri()}", "compact", "c.t", "--now-ms", "2000",
+        command = [str(ROOT / "infra/cluster/submit.sh"), *EXECUTOR_CONF, "--conf", "spark.eventLog.enabled=true",
+                   "--conf", f"spark.eventLog.dir={events.as_uri()}", "compact", "c.t", "--now-ms", "2000",
                    "--layout", "sliced"]  # one partition: only slices can spread (the automatic choice keeps a
         # first run of this size partitioned, its winners inline, on a machine of 2 slots)
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import jvm_env
 from tests.readme_blocks import COVERING_TEST, Block, blocks_of, extract, nav_pages, pages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,8 @@ def _environment(workdir: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env["COMPACTOR_WAREHOUSE"] = str(workdir / "warehouse")
     env["PYICEBERG_HOME"] = str(workdir / "pyiceberg-home")
-    env.update(COMPACTOR_DRIVER_MEMORY="768m", COMPACTOR_SPARK_CORES="1", COMPACTOR_SHUFFLE_PARTITIONS="2")
+    env.update(COMPACTOR_DRIVER_MEMORY="768m", COMPACTOR_SPARK_CORES="1", COMPACTOR_SHUFFLE_PARTITIONS="2",
+               **jvm_env())  # the tests' JVM options: speed only, no output or behaviour of their own
     return env
 
 
