@@ -35,6 +35,7 @@ from compactor.iceberg.expressions import at_least, below, equal
 from compactor.iceberg.scan import TaskReader
 from compactor.schema import OFFSET_FIELD_ID
 from compactor.topics.naming import TopicName
+from compactor.topics.topic import Topic
 from readers.pinned import PinnedView, Pins, Segment, expired_if_missing
 
 if TYPE_CHECKING:
@@ -184,6 +185,18 @@ class AttachedPinnedView(PinnedView):
         return reader, by_partition
 
 
+def open_log(lake: Lake, name: str | TopicName) -> Topic:
+    """``lake.topic(name)``, or an ``AttachedTopic`` when ``name`` is an attached log (for readers and consumers:
+    its offsets and settings; it refuses every write)."""
+    try:
+        return lake.topic(name)
+    except NotATopicError:
+        attached = load_attached(lake.catalog, name)
+        if attached is None:
+            raise
+    return AttachedTopic(attached)
+
+
 def pin_view(lake: Lake, name: TopicName, *, read_compacted: bool, as_of_cursor: int | None, now_ms: int,
              pins: Pins | None = None) -> PinnedView:
     """The pinned view of ``name``: a topic's, or an attached log's when ``name`` is one (tried second, so reading a
@@ -199,4 +212,4 @@ def pin_view(lake: Lake, name: TopicName, *, read_compacted: bool, as_of_cursor:
                               now_ms=now_ms, pins=pins)
 
 
-__all__ = ["AttachedPinnedView", "LogFile", "LogTask", "LogTaskReader", "pin_view"]
+__all__ = ["AttachedPinnedView", "LogFile", "LogTask", "LogTaskReader", "open_log", "pin_view"]
