@@ -13,6 +13,7 @@ offset ranges are sorted together (``readers.ordering``) and every reader, strea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from compactor.iceberg.expressions import at_least, below, equal
 from compactor.iceberg.scan import TaskReader
 from compactor.schema import OFFSET_FIELD_ID
 from compactor.topics.naming import TopicName
+from compactor.topics.records import Record, encode_bytes
 from compactor.topics.topic import Topic
 from readers.pinned import PinnedView, Pins, Segment, expired_if_missing
 
@@ -185,6 +187,15 @@ class AttachedPinnedView(PinnedView):
         return reader, by_partition
 
 
+def record_object(record: Record) -> dict[str, Any]:
+    """The record JSON of an attached log's record (``compactor read``'s): ``key`` and ``value`` as the JSON objects
+    of the key and value columns (``value`` null for a tombstone), header values as text or base64."""
+    return {"partition": record.partition, "offset": record.offset, "timestamp_ms": record.timestamp_ms,
+            "key": json.loads(record.key) if record.key is not None else None,
+            "value": json.loads(record.value) if record.value is not None else None,
+            "headers": [[k, encode_bytes(v) if v is not None else None] for k, v in record.headers]}
+
+
 def open_log(lake: Lake, name: str | TopicName) -> Topic:
     """``lake.topic(name)``, or an ``AttachedTopic`` when ``name`` is an attached log (for readers and consumers:
     its offsets and settings; it refuses every write)."""
@@ -212,4 +223,4 @@ def pin_view(lake: Lake, name: TopicName, *, read_compacted: bool, as_of_cursor:
                               now_ms=now_ms, pins=pins)
 
 
-__all__ = ["AttachedPinnedView", "LogFile", "LogTask", "LogTaskReader", "open_log", "pin_view"]
+__all__ = ["AttachedPinnedView", "LogFile", "LogTask", "LogTaskReader", "open_log", "pin_view", "record_object"]

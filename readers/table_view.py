@@ -96,8 +96,12 @@ class TableView:
     def get_record(self, key: bytes | str | Mapping[str, Any], partition: int | None = None) -> Record | None:
         """The latest live record of ``key`` (``None`` if it has none or its latest is a tombstone). An attached
         log's key is the JSON of its key columns, or a mapping of those columns to their values."""
-        raw_key = self.reader.pinned.key_bytes(key) if isinstance(self.reader.pinned, AttachedPinnedView) \
-            and isinstance(key, Mapping) else _as_key(key)
+        if isinstance(key, Mapping):
+            if not isinstance(self.reader.pinned, AttachedPinnedView):
+                raise InputError("a key given as a mapping of columns is for attached logs; a topic's is bytes or str")
+            raw_key = self.reader.pinned.key_bytes(key)
+        else:
+            raw_key = _as_key(key)
         if partition is not None:
             if not 0 <= partition < self.partitions:
                 raise InputError(f"partition {partition} does not exist: {self.reader.name} has "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from compactor.attach.mapping import LAYOUTS
 from compactor.cli.common import assignments, emit, lake_of
-from compactor.errors import InputError, NotATopicError, UsageError
+from compactor.errors import InputError, NotATopicError
 
 if TYPE_CHECKING:
     from compactor.attach.registry import AttachedLog
@@ -46,19 +46,13 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace) -> int:
-    from compactor.attach.reading import read_attached
+    """``read`` of an attached log: the readers' records (no JVM), printed with ``key`` and ``value`` as the JSON
+    objects of the key and value columns."""
+    from compactor.cli.produce_read import reader_of
+    from readers.attached import record_object
 
-    if args.from_timestamp or args.as_of_cursor is not None:
-        raise UsageError("--from-timestamp and --as-of-cursor are not supported on an attached log")
-    starts: dict[int, int] = {}
-    for pair in args.from_offset:
-        try:
-            p, o = pair.split(":")
-            starts[int(p)] = int(o)
-        except ValueError:
-            raise UsageError(f"--from-offset {pair!r}: expected PARTITION:OFFSET") from None
-    for record in read_attached(lake_of(args), args.name, read_compacted=args.compacted, from_offsets=starts):
-        sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")
+    for record in reader_of(args).records():
+        sys.stdout.write(json.dumps(record_object(record), separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return 0
 
