@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.conversions import to_bytes
-from pyiceberg.expressions import And, BooleanExpression
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, Reference
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.types import LongType
 
+from compactor import schema as ts
 from compactor.attach.cursor import AttachedCursor, cursor_at, retained_cursor
 from compactor.attach.guard import int_bound
 from compactor.attach.log import AttachedTopic
-from compactor.attach.records import RecordMaker, key_of
+from compactor.attach.records import RecordMaker, key_of, key_predicate
 from compactor.attach.registry import OFFSET, PARTITION, AttachedLog, load_attached
 from compactor.cursor.model import Cursor
 from compactor.cursor.stats import CompactionStats, ViewStats
@@ -152,8 +153,9 @@ class AttachedPinnedView(PinnedView):
 
     def plan_segment(self, segment: Segment, columns: tuple[str, ...] | None = None,
                      extra_filter: BooleanExpression | None = None) -> tuple[TaskReader, list[FileScanTask]]:
-        """The files that can hold ``segment``, as ``LogTask``; ``columns`` and ``extra_filter`` (pruning hints
-        in the topic's terms) are not applied: records are made from whole rows, and callers check their rows."""
+        """The files that can hold ``segment``, as ``LogTask``. Records are made from whole rows, so ``columns``
+        is not applied; of ``extra_filter`` (in the topic's terms) only a key look-up (``TableView.get``) is,
+        as a filter on the key columns that prunes files by their statistics (callers check keys again)."""
         table, snapshot_id = self.table_for(segment.compacted)
         if segment.compacted:
             part, offset, convert = PARTITION, OFFSET, self.maker.view_batch
@@ -161,6 +163,9 @@ class AttachedPinnedView(PinnedView):
             mapping = self.attached.mapping
             part, offset, convert = mapping.partition, mapping.offset, self.maker.source_batch
         row_filter = And(equal(part, segment.partition), And(at_least(offset, segment.lo), below(offset, segment.hi)))
+        looked_up = self._key_filter(extra_filter)
+        if looked_up is not None:
+            row_filter = And(row_filter, looked_up)
         if snapshot_id is None or segment.hi <= segment.lo:
             return LogTaskReader(table, [], row_filter, None, convert), []
         with expired_if_missing(f"snapshot {snapshot_id} of {self.name}"):
@@ -170,6 +175,12 @@ class AttachedPinnedView(PinnedView):
         tasks: list[FileScanTask] = [LogTask(t, segment.partition, int_bound(t.file.lower_bounds, field),
                                              int_bound(t.file.upper_bounds, field)) for t in planned]
         return LogTaskReader(table, planned, row_filter, scan.projection(), convert), tasks
+
+    def _key_filter(self, extra_filter: BooleanExpression | None) -> BooleanExpression | None:
+        if not isinstance(extra_filter, EqualTo) or not isinstance(extra_filter.term, Reference) \
+                or extra_filter.term.name != ts.KEY or not isinstance(extra_filter.literal.value, bytes):
+            return None
+        return key_predicate(self.attached.mapping, self.raw_table.schema(), extra_filter.literal.value)
 
     def segment_units(self, segment: Segment) -> list[tuple[TaskReader, FileScanTask]]:
         reader, tasks = self.plan_segment(segment)

@@ -28,11 +28,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyiceberg.expressions import BooleanExpression
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, IsNull, Reference
 from pyiceberg.expressions.parser import parse
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import expression_to_pyarrow
 from pyiceberg.schema import Schema
+from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
 
 from compactor import schema as ts
 from compactor.attach.mapping import NULL_VALUE, AttachError, Mapping
@@ -123,6 +124,32 @@ def key_of(mapping: Mapping, values: AnyMapping[str, Any]) -> bytes:
     return _json({name: _plain(values[name]) for name in mapping.keys if values[name] is not None})
 
 
+def key_predicate(mapping: Mapping, schema: Schema, key: bytes) -> BooleanExpression | None:
+    """A row filter on the key columns that matches the rows whose record key is ``key`` (for pruning files by
+    the key columns' statistics), or ``None`` when ``key`` is not such a JSON object or a column's type has no
+    plain JSON form (the caller then compares keys on every row)."""
+    try:
+        values = json.loads(key)
+    except ValueError:
+        return None
+    if not isinstance(values, dict) or not set(values) <= set(mapping.keys):
+        return None
+    terms: list[BooleanExpression] = []
+    for name in mapping.keys:
+        kind = schema.find_field(name).field_type
+        value = values.get(name)
+        if value is None:
+            terms.append(IsNull(term=Reference(name)))
+        elif (isinstance(kind, StringType) and isinstance(value, str)) or \
+                (isinstance(kind, IntegerType | LongType) and isinstance(value, int) and not isinstance(value, bool)):
+            terms.append(EqualTo(term=Reference(name), value=value))
+        elif isinstance(kind, BinaryType) and isinstance(value, str):
+            terms.append(EqualTo(term=Reference(name), value=base64.b64decode(value)))
+        else:
+            return None
+    return terms[0] if len(terms) == 1 else And(*terms)
+
+
 def column(rows: pa.Table, dotted: str) -> pa.ChunkedArray:
     """A (possibly nested) column of ``rows`` by its dotted path."""
     parts = dotted.split(".")
@@ -176,4 +203,4 @@ def _headers(values: pa.ChunkedArray) -> list[list[dict[str, Any]] | None]:
     return out
 
 
-__all__ = ["CONDITION_FORMS", "RecordMaker", "check_condition", "column", "key_of"]
+__all__ = ["CONDITION_FORMS", "RecordMaker", "check_condition", "column", "key_of", "key_predicate"]
