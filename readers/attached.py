@@ -27,7 +27,7 @@ from pyiceberg.types import LongType
 from compactor import schema as ts
 from compactor.attach.cursor import AttachedCursor, cursor_at, retained_cursor
 from compactor.attach.guard import int_bound
-from compactor.attach.log import AttachedTopic
+from compactor.attach.log import AttachedTopic, source_offsets
 from compactor.attach.records import RecordMaker, key_of, key_predicate
 from compactor.attach.registry import OFFSET, PARTITION, AttachedLog, load_attached
 from compactor.cursor.model import Cursor
@@ -113,8 +113,6 @@ class AttachedPinnedView(PinnedView):
         else:
             snapshot = source.current_snapshot()
             self.raw_snapshot_id = snapshot.snapshot_id if snapshot else None
-        from compactor.attach.log import source_offsets
-
         offsets = source_offsets(source, attached.mapping, self.raw_snapshot_id, chosen.horizons if chosen else {})
         self.partitions = offsets.partitions
         self.next_offsets = offsets.next_offsets

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 
 from compactor.attach.cursor import NOW_MS, current_cursor
+from compactor.attach.records import column
 from compactor.attach.registry import AttachedLog, require_attached
 from compactor.clock import resolve_now_ms
 from compactor.iceberg.catalog import translate_storage_errors
@@ -46,8 +47,8 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
     with translate_storage_errors(f"reading the source {mapping.source}"):
         rows = source.scan(row_filter=row_filter, selected_fields=(mapping.partition, mapping.offset),
                            snapshot_id=snapshot.snapshot_id).to_arrow()
-    partitions = _column(rows, mapping.partition)
-    offsets = _column(rows, mapping.offset)
+    partitions = column(rows, mapping.partition)
+    offsets = column(rows, mapping.offset)
     table = pa.table({"p": partitions, "o": offsets})
     ends: dict[int, int] = {}
     dirty: dict[int, int] = {}
@@ -59,14 +60,6 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
         mine = table.filter(pc.equal(table["p"], p))
         dirty[p] = int(pc.sum(pc.greater_equal(mine["o"], horizons.get(p, -1))).as_py() or 0)
     return ends, dirty, snapshot.snapshot_id
-
-
-def _column(rows: pa.Table, dotted: str) -> pa.Array:
-    parts = dotted.split(".")
-    column: Any = rows.column(parts[0])
-    for part in parts[1:]:
-        column = pc.struct_field(column, part)
-    return column
 
 
 @dataclass
