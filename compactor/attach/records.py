@@ -12,7 +12,7 @@ The tombstone rule of the view's rows is the view's ``_compactor_tombstone`` col
 run). Rows of the source evaluate the rule here: ``null-value`` on the value columns, or the condition parsed by
 pyiceberg's expression parser (comparisons, ``IN``, ``IS NULL``, ``LIKE 'prefix%'``, ``AND``/``OR``/``NOT``, which
 Spark reads the same way), converted to a pyarrow expression; a null result is false, as in the run.
-``topic attach`` refuses a condition this cannot evaluate (``check_condition``).
+``topic attach`` refuses a condition this cannot evaluate (``attach.condition``).
 """
 
 from __future__ import annotations
@@ -29,34 +29,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, IsNull, Reference
-from pyiceberg.expressions.parser import parse
-from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import expression_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
 
 from compactor import schema as ts
+from compactor.attach.condition import check_condition
 from compactor.attach.mapping import NULL_VALUE, AttachError, Mapping
 from compactor.attach.registry import OFFSET, PARTITION, TIMESTAMP_MS, TOMBSTONE
-
-CONDITION_FORMS = ("comparisons of a column with a literal (=, !=, <>, <, <=, >, >=), IN (...), IS [NOT] NULL, "
-                   "LIKE 'prefix%', combined with AND, OR, NOT and parentheses")
-
-
-def check_condition(text: str, schema: Schema, source: str) -> BooleanExpression:
-    """The tombstone condition ``text`` bound to ``schema``; ``AttachError`` naming it if the readers cannot
-    evaluate it (not in ``CONDITION_FORMS``, or naming a column the source lacks)."""
-    try:
-        parsed = parse(text)
-    except Exception as exc:  # pyparsing's ParseException and friends
-        raise AttachError(f"the tombstone rule {text!r} of {source} cannot be evaluated by the readers (which run "
-                          f"without Spark): use {CONDITION_FORMS}; a boolean column is written 'flag = true' "
-                          f"({str(exc).splitlines()[0]})") from None
-    try:
-        return bind(schema, parsed, case_sensitive=False)
-    except Exception as exc:  # pyiceberg's ValueError for an unknown column or a literal of the wrong type
-        raise AttachError(f"the tombstone rule {text!r} of {source} does not apply to the source: "
-                          f"{str(exc).splitlines()[0]}") from None
 
 
 class RecordMaker:
@@ -203,4 +183,4 @@ def _headers(values: pa.ChunkedArray) -> list[list[dict[str, Any]] | None]:
     return out
 
 
-__all__ = ["CONDITION_FORMS", "RecordMaker", "check_condition", "column", "key_of", "key_predicate"]
+__all__ = ["RecordMaker", "column", "key_of", "key_predicate"]

@@ -32,6 +32,7 @@ from pyiceberg.types import (
 )
 
 from compactor import properties as props
+from compactor.attach.condition import check_condition
 from compactor.attach.mapping import AttachError, Mapping, build_mapping, check_mapping
 from compactor.config import LakeConfig
 from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
@@ -158,8 +159,6 @@ def check_predicate(mapping: Mapping, schema: Schema) -> None:
     text = mapping.tombstone
     if not text or text.count("(") != text.count(")") or ";" in text:
         raise AttachError(f"--tombstone-when {text!r} is not one SQL condition")
-    from compactor.attach.records import check_condition  # it imports this module's column names
-
     check_condition(text, schema, mapping.source)
 
 

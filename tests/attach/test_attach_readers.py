@@ -16,7 +16,7 @@ from compactor.consumer.admin import describe_group
 from compactor.consumer.units import take_unit
 from compactor.errors import CursorExpiredError
 from compactor.lake import Lake
-from readers import StartPosition, TableView, TopicReader
+from readers import StartPosition, TableView, TopicReader, read_topic_dataframe
 from readers.attached import record_object
 from tests.attach.sources import BASE_MS, connect_rows, connect_table
 from tests.attach.test_attach_columns import cli
@@ -67,6 +67,9 @@ def test_readers_and_the_table_view_read_an_attached_log_compacted_and_raw(lake:
     assert positions(compacted) == [(0, 3), (0, 7), (0, 9), (0, 12), (1, 8), (1, 20)]  # the view, then the tail
     # the same records as Spark's read (the view's tombstone flags are Spark's, the tail's pyarrow's)
     assert [record_object(r) for r in compacted] == list(read_attached(lake, T, read_compacted=True))
+    frame = read_topic_dataframe(lake, T, read_compacted=True, ordered=True)  # made on the driver
+    assert [(r.partition, r.offset, r.key, r.value) for r in frame.collect()] == [
+        (r.partition, r.offset, r.key, r.value) for r in compacted]
 
     # start positions: an offset in a gap continues at the next record; a timestamp; latest
     reader = TopicReader(lake, T, read_compacted=True, start={0: 4, 1: StartPosition.at_timestamp(BASE_MS + 9)})
