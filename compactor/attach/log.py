@@ -91,7 +91,7 @@ def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | Non
     starts: dict[int, int] = {}
     if snapshot_id is not None:
         with translate_storage_errors(f"reading the source {mapping.source}"):
-            scan = source.scan(row_filter=_past(mapping, horizons), snapshot_id=snapshot_id,
+            scan = source.scan(row_filter=past_horizons(mapping, horizons), snapshot_id=snapshot_id,
                                selected_fields=(mapping.partition, mapping.offset))
             rows = scan.to_arrow()
             tasks = list(source.scan(snapshot_id=snapshot_id).plan_files())
@@ -117,7 +117,7 @@ def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | Non
     return PartitionOffsets(next_offsets, log_starts, gapped=True)
 
 
-def _past(mapping: ColumnMapping, horizons: Mapping[int, int]) -> BooleanExpression:
+def past_horizons(mapping: ColumnMapping, horizons: Mapping[int, int]) -> BooleanExpression:
     """Rows at or above their partition's horizon, and every row of a partition without one."""
     if not horizons:
         return AlwaysTrue()
@@ -126,4 +126,4 @@ def _past(mapping: ColumnMapping, horizons: Mapping[int, int]) -> BooleanExpress
     return Or(others, *known) if known else others
 
 
-__all__ = ["AttachedTopic", "source_offsets"]
+__all__ = ["AttachedTopic", "past_horizons", "source_offsets"]

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
 
 from compactor.attach.cursor import NOW_MS, current_cursor
+from compactor.attach.log import past_horizons
 from compactor.attach.records import column
 from compactor.attach.registry import AttachedLog, require_attached
 from compactor.clock import resolve_now_ms
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.expressions import at_least
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.results import JsonResult
 
@@ -42,8 +41,7 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
     if snapshot is None:
         return {}, {}, None
     mapping = attached.mapping
-    lowest = min(horizons.values()) if horizons else None
-    row_filter = at_least(mapping.offset, lowest) if lowest is not None else AlwaysTrue()
+    row_filter = past_horizons(mapping, horizons)  # a partition the cursor does not know: every row
     with translate_storage_errors(f"reading the source {mapping.source}"):
         rows = source.scan(row_filter=row_filter, selected_fields=(mapping.partition, mapping.offset),
                            snapshot_id=snapshot.snapshot_id).to_arrow()

@@ -12,6 +12,8 @@ import pytest
 
 from compactor import Consumer, TopicPartition, attach_table, compact_attached
 from compactor.attach.reading import read_attached
+from compactor.attach.registry import require_attached
+from compactor.attach.status import attached_status
 from compactor.consumer.admin import describe_group
 from compactor.consumer.units import take_unit
 from compactor.errors import CursorExpiredError
@@ -94,6 +96,12 @@ def test_readers_and_the_table_view_read_an_attached_log_compacted_and_raw(lake:
     assert TableView(lake, T, as_of_cursor=old, now_ms=now).get({"id": "1", "region": "us"}) == b'{"amount":20}'
     with pytest.raises(CursorExpiredError, match="not retained"):
         TopicReader(lake, T, read_compacted=True, as_of_cursor=old, now_ms=BASE_MS + 200 + 3_600_000)
+
+    # a partition the cursor does not know, at offsets below every horizon: all of it is the tail
+    source.append(connect_rows(source, [row("5", "eu", 60, 2, 1)]))
+    assert positions(TopicReader(lake, T, read_compacted=True, start={0: "latest", 1: "latest"})) == [(2, 1)]
+    status = attached_status(require_attached(lake.catalog, T))
+    assert status.next_offsets == {"0": 13, "1": 21, "2": 2} and status.dirty_records["2"] == 1
 
 
 def test_a_group_of_two_consumes_an_attached_log_with_commits_and_a_rebalance(lake: Lake) -> None:
