@@ -35,6 +35,7 @@ from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
 
 from compactor import schema as ts
 from compactor.attach.condition import check_condition
+from compactor.attach.jsonrows import json_objects
 from compactor.attach.mapping import NULL_VALUE, AttachError, Mapping
 from compactor.attach.registry import OFFSET, PARTITION, TIMESTAMP_MS, TOMBSTONE
 
@@ -79,17 +80,16 @@ class RecordMaker:
         return pc.fill_null(result, False)
 
     def _records(self, rows: pa.Table, partitions: Any, offsets: Any, micros: Any, tombstone: Any) -> pa.Table:
-        keys = [_json(row) for row in _objects(rows, self.mapping.keys)]
-        value_rows = _objects(rows, self.values)
-        dead = pc.fill_null(tombstone, False).to_pylist()
-        values = [None if gone else _json(row) for row, gone in zip(value_rows, dead, strict=True)]
+        keys = _objects(rows, self.mapping.keys)
+        values = pc.if_else(pc.fill_null(tombstone, False), pa.scalar(None, pa.large_binary()),
+                            _objects(rows, self.values))
         headers = _headers(column(rows, self.mapping.headers)) if self.mapping.headers else [None] * rows.num_rows
         table = pa.table({
             ts.PARTITION: partitions.cast(pa.int32()),
             ts.OFFSET: offsets.cast(pa.int64()),
             ts.TIMESTAMP: micros,
-            ts.KEY: pa.array(keys, pa.large_binary()),
-            ts.VALUE: pa.array(values, pa.large_binary()),
+            ts.KEY: keys,
+            ts.VALUE: values,
             ts.HEADERS: pa.array(headers, ts.ARROW_SCHEMA.field(ts.HEADERS).type),
         })
         return table.cast(ts.ARROW_SCHEMA).sort_by([(ts.OFFSET, "ascending")])
@@ -139,12 +139,17 @@ def column(rows: pa.Table, dotted: str) -> pa.ChunkedArray:
     return found
 
 
-def _objects(rows: pa.Table, names: Sequence[str]) -> list[dict[str, Any]]:
-    """Each row's named (dotted) columns as an object, null fields left out."""
+def _objects(rows: pa.Table, names: Sequence[str]) -> pa.Array:
+    """Each row's named (dotted) columns as a JSON object (null fields left out), as ``large_binary``: built by
+    Arrow kernels where the columns' types allow (``attach.jsonrows``), else row by row."""
     present = set(rows.column_names)
-    columns = {name: column(rows, name).to_pylist() for name in names if name.split(".")[0] in present}
-    return [{name: _plain(values[i]) for name, values in columns.items() if values[i] is not None}
-            for i in range(rows.num_rows)]
+    columns = [(name, column(rows, name)) for name in names if name.split(".")[0] in present]
+    fast = json_objects(columns, rows.num_rows)
+    if fast is not None:
+        return fast
+    lists = [(name, values.to_pylist()) for name, values in columns]
+    return pa.array([_json({name: _plain(values[i]) for name, values in lists if values[i] is not None})
+                     for i in range(rows.num_rows)], pa.large_binary())
 
 
 def _plain(value: Any) -> Any:
