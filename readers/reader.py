@@ -7,6 +7,9 @@ compacted reader returns exactly the raw view. Both snapshots are pinned at open
 does not change under later appends, compactions or retention for its lease (``compaction.cursor.retain-ms``);
 past that it may fail with ``SnapshotExpiredError``, never with partial results.
 
+An attached log (a table another tool writes, ``compactor.attach``) is read by the same reader through its own
+pinned view (``readers.attached``): the view's rows below each horizon, then the source's rows.
+
 No JVM: planning and reading use pyiceberg and pyarrow. Files are pruned by partition and offset from Iceberg
 metadata and read one at a time (with a small prefetch), so memory does not grow with the topic.
 """
@@ -151,7 +154,8 @@ class TopicReader:
 
     @property
     def raw_files(self) -> list[FileScanTask]:
-        """The raw data files pinned at open (every file of the raw snapshot ``R``)."""
+        """The raw data files pinned at open (every file of the raw snapshot ``R``; none for an attached log, whose
+        reads plan the source's files per segment)."""
         return list(self.pinned.raw_tasks)
 
     def plan_segment(self, segment: Segment, columns: tuple[str, ...] | None = None,
