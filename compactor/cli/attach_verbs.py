@@ -132,8 +132,8 @@ def register_topic_actions(actions: Any) -> None:
     attach.add_argument("--key-columns", metavar="C1[,C2...]", help="the key (several: a composite key); "
                         "nested fields as a.b")
     attach.add_argument("--tombstone-when", metavar="null-value|EXPR",
-                        help="null-value (default: every value column null) or a Spark SQL condition on the row, "
-                        "such as \"_cdc.op = 'D'\"")
+                        help="null-value (default: every value column null) or a SQL condition on the row, such "
+                        "as \"_cdc.op = 'D'\" (comparisons with literals, IN, IS NULL, LIKE 'p%', AND, OR, NOT)")
     attach.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="a topic setting (default cleanup.policy=compact)")
     attach.set_defaults(handler=topic_attach)
