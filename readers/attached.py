@@ -34,7 +34,7 @@ from compactor.cursor.model import Cursor
 from compactor.cursor.stats import CompactionStats, ViewStats
 from compactor.errors import CursorExpiredError, NotATopicError, SnapshotExpiredError
 from compactor.iceberg.expressions import at_least, below, equal
-from compactor.iceberg.scan import TaskReader
+from compactor.iceberg.scan import TaskReader, tasks_matching
 from compactor.schema import OFFSET_FIELD_ID
 from compactor.topics.naming import TopicName
 from compactor.topics.records import Record, encode_bytes
@@ -113,14 +113,16 @@ class AttachedPinnedView(PinnedView):
         else:
             snapshot = source.current_snapshot()
             self.raw_snapshot_id = snapshot.snapshot_id if snapshot else None
-        offsets = source_offsets(source, attached.mapping, self.raw_snapshot_id, chosen.horizons if chosen else {})
+        self._files: dict[bool, list[FileScanTask]] = {}  # each pinned table's files, planned once
+        self.compacted_table = view if chosen is not None else None
+        offsets = source_offsets(source, attached.mapping, self.raw_snapshot_id, chosen.horizons if chosen else {},
+                                 self.files(False))
         self.partitions = offsets.partitions
         self.next_offsets = offsets.next_offsets
         self.log_start_offsets = offsets.log_start_offsets
         self.raw_index = None
         self._raw_tasks = []
-        self.compacted_table = view if chosen is not None else None
-        self.cursor = self._as_cursor(chosen) if chosen is not None else None
+        self.cursor = self._as_cursor(chosen, self.partitions) if chosen is not None else None
         self.end = self.next_offsets
         if chosen is not None and as_of_cursor is not None and pins.cursor_id is None:
             self.end = self.cursor.raw_next_offsets  # type: ignore[union-attr]
@@ -135,11 +137,23 @@ class AttachedPinnedView(PinnedView):
         assert snapshot_id is not None
         return retained_cursor(self.attached.view, snapshot_id, now_ms, self.attached.settings.cursor_retain_ms)
 
-    def _as_cursor(self, chosen: AttachedCursor) -> Cursor:
+    def files(self, compacted: bool) -> list[FileScanTask]:
+        """Every data file of one pinned table (planned once: a segment's files are picked from these by their
+        statistics, so a reader of many partitions reads the table's manifests once)."""
+        if compacted not in self._files:
+            table, snapshot_id = self.table_for(compacted)
+            planned: list[FileScanTask] = []
+            if snapshot_id is not None:
+                with expired_if_missing(f"snapshot {snapshot_id} of {self.name}"):
+                    planned = list(table.scan(snapshot_id=snapshot_id).plan_files())
+            self._files[compacted] = planned
+        return self._files[compacted]
+
+    def _as_cursor(self, chosen: AttachedCursor, partitions: int) -> Cursor:
         """The attached cursor in the readers' terms: horizons per partition (0 where it has none), the compacted
         view starting at offset 0 (it keeps what the source's owner deleted since), ends at the horizons."""
-        horizons = tuple(chosen.horizons.get(p, 0) for p in range(self.partitions))
-        return Cursor(chosen.snapshot_id, horizons, (0,) * self.partitions, chosen.source_snapshot_id, horizons,
+        horizons = tuple(chosen.horizons.get(p, 0) for p in range(partitions))
+        return Cursor(chosen.snapshot_id, horizons, (0,) * partitions, chosen.source_snapshot_id, horizons,
                       chosen.now_ms, {}, CompactionStats(), ViewStats(), None, "")
 
     @property
@@ -166,9 +180,8 @@ class AttachedPinnedView(PinnedView):
             row_filter = And(row_filter, looked_up)
         if snapshot_id is None or segment.hi <= segment.lo:
             return LogTaskReader(table, [], row_filter, None, convert), []
-        with expired_if_missing(f"snapshot {snapshot_id} of {self.name}"):
-            scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id)
-            planned = list(scan.plan_files())
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id)
+        planned = tasks_matching(table.schema(), self.files(segment.compacted), row_filter)
         field = table.schema().find_field(offset)
         tasks: list[FileScanTask] = [LogTask(t, segment.partition, int_bound(t.file.lower_bounds, field),
                                              int_bound(t.file.upper_bounds, field)) for t in planned]

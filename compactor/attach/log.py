@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In, Not, Or, Reference
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 
 from compactor.attach.cursor import current_cursor
 from compactor.attach.guard import int_bound
@@ -27,6 +27,7 @@ from compactor.attach.registry import AttachedLog, require_attached
 from compactor.errors import NotATopicError
 from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import at_least, equal
+from compactor.iceberg.scan import TaskReader, tasks_matching
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
 from compactor.topics.topic import Topic
@@ -84,17 +85,22 @@ class AttachedTopic(Topic):
         raise NotATopicError(f"'{self.name}' is an attached log: the product never writes to its source table")
 
 
-def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | None,
-                   horizons: Mapping[int, int]) -> PartitionOffsets:
-    """``N_p`` and ``LSO_p`` of every partition in snapshot ``snapshot_id`` of ``source`` (module docstring)."""
+def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | None, horizons: Mapping[int, int],
+                   tasks: Sequence[FileScanTask] | None = None) -> PartitionOffsets:
+    """``N_p`` and ``LSO_p`` of every partition in snapshot ``snapshot_id`` of ``source`` (module docstring);
+    ``tasks``: that snapshot's files, if the caller planned them already."""
     ends: dict[int, int] = dict(horizons)
     starts: dict[int, int] = {}
     if snapshot_id is not None:
+        row_filter = past_horizons(mapping, horizons)
         with translate_storage_errors(f"reading the source {mapping.source}"):
-            scan = source.scan(row_filter=past_horizons(mapping, horizons), snapshot_id=snapshot_id,
-                               selected_fields=(mapping.partition, mapping.offset))
-            rows = scan.to_arrow()
-            tasks = list(source.scan(snapshot_id=snapshot_id).plan_files())
+            if tasks is None:
+                tasks = list(source.scan(snapshot_id=snapshot_id).plan_files())
+            matching = tasks_matching(source.schema(), tasks, row_filter)
+            projection = source.scan(selected_fields=(mapping.partition, mapping.offset)).projection()
+            reader = TaskReader(source, matching, row_filter, projection)
+            batches = [batch for task in matching for batch in reader.read(task)]
+        rows = pa.Table.from_batches(batches, projection.as_arrow()) if batches else projection.as_arrow().empty_table()
         pairs = pa.table({"p": column(rows, mapping.partition).cast(pa.int64()),
                           "o": column(rows, mapping.offset).cast(pa.int64())}).filter(
             pc.is_valid(column(rows, mapping.partition)))
