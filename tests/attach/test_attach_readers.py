@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compactor import Consumer, TopicPartition, attach_table, compact_attached
+from compactor import Consumer, TopicPartition, attach_table, compact_attached, read_increment
 from compactor.attach.reading import read_attached
 from compactor.attach.registry import require_attached
 from compactor.attach.status import attached_status
@@ -96,6 +96,14 @@ def test_readers_and_the_table_view_read_an_attached_log_compacted_and_raw(lake:
     assert TableView(lake, T, as_of_cursor=old, now_ms=now).get({"id": "1", "region": "us"}) == b'{"amount":20}'
     with pytest.raises(CursorExpiredError, match="not retained"):
         TopicReader(lake, T, read_compacted=True, as_of_cursor=old, now_ms=BASE_MS + 200 + 3_600_000)
+
+    # an exactly-once increment (a unit of the group's ranges) as a DataFrame
+    increment = read_increment(lake, T, "spark", read_compacted=True)
+    assert increment.ranges == {TP0: (0, 13)} and increment.batch_id
+    assert sorted((r.offset, r.value) for r in increment.dataframe.collect()) == [
+        (7, b'{"amount":11}'), (9, b'{"amount":40}'), (12, b'{"amount":21}')]
+    assert increment.commit() == {TP0: 13}
+    increment.consumer.close()
 
     # a partition the cursor does not know, at offsets below every horizon: all of it is the tail
     source.append(connect_rows(source, [row("5", "eu", 60, 2, 1)]))
