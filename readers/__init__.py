@@ -1,4 +1,5 @@
 """Reading topics: the compacted view (compacted rows, then the raw tail past the horizon) or the raw log.
+Attached logs are read by the same names (``readers.attached``).
 
 The public names load lazily (PEP 562), so ``import readers`` does not import pyarrow, pyiceberg or pyspark
 until one of them is used. Deeper import paths are internal and may move.

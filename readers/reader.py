@@ -7,6 +7,9 @@ compacted reader returns exactly the raw view. Both snapshots are pinned at open
 does not change under later appends, compactions or retention for its lease (``compaction.cursor.retain-ms``);
 past that it may fail with ``SnapshotExpiredError``, never with partial results.
 
+An attached log (a table another tool writes, ``compactor.attach``) is read by the same reader through its own
+pinned view (``readers.attached``): the view's rows below each horizon, then the source's rows.
+
 No JVM: planning and reading use pyiceberg and pyarrow. Files are pruned by partition and offset from Iceberg
 metadata and read one at a time (with a small prefetch), so memory does not grow with the topic.
 """
@@ -31,6 +34,7 @@ from compactor.schema import TIMESTAMP_FIELD_ID
 from compactor.topics.naming import TopicName
 from compactor.topics.records import Record
 from compactor.topics.topic import Topic
+from readers.attached import AttachedPinnedView, pin_view
 from readers.batches import batch_to_records, to_topic_schema
 from readers.ordering import ordered_batches, ordered_units
 from readers.pinned import PinnedView, Pins, Segment, expired_if_missing
@@ -75,8 +79,8 @@ class TopicReader:
         self.name = name
         self.read_compacted = read_compacted
         self.reset = reset
-        self.pinned = PinnedView(lake, name, read_compacted=read_compacted, as_of_cursor=as_of_cursor,
-                                 now_ms=resolve_now_ms(now_ms), pins=pins)
+        self.pinned: PinnedView = pin_view(lake, name, read_compacted=read_compacted, as_of_cursor=as_of_cursor,
+                                           now_ms=resolve_now_ms(now_ms), pins=pins)
         self.topic: Topic = self.pinned.topic
         self.partitions = self.pinned.partitions
         self.next_offsets = self.pinned.next_offsets
@@ -150,7 +154,8 @@ class TopicReader:
 
     @property
     def raw_files(self) -> list[FileScanTask]:
-        """The raw data files pinned at open (every file of the raw snapshot ``R``)."""
+        """The raw data files pinned at open (every file of the raw snapshot ``R``; none for an attached log, whose
+        reads plan the source's files per segment)."""
         return list(self.pinned.raw_tasks)
 
     def plan_segment(self, segment: Segment, columns: tuple[str, ...] | None = None,
@@ -183,6 +188,9 @@ class TopicReader:
         """Offset and timestamp columns of ``segment``, skipping files whose newest record is too old."""
         table, snapshot_id = self.pinned.table_for(segment.compacted)
         if snapshot_id is None:
+            return
+        if isinstance(self.pinned, AttachedPinnedView):  # its files hold no topic columns to prune by
+            yield from self.segment_batches(segment)
             return
         row_filter = partition_range(segment.partition, segment.lo, segment.hi)
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=(ts.OFFSET, ts.TIMESTAMP))

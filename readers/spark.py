@@ -11,6 +11,9 @@ reader returns for the same arguments (tests compare them).
 
 A DataFrame has no order of its own: pass ``ordered=True`` to sort by ``(partition, offset)`` (a shuffle), or
 sort downstream only where order matters (``repartition("partition").sortWithinPartitions("offset")``).
+
+An attached log's records are made by the Python reader (``readers.attached``) and handed to Spark from the
+driver: fine for a consumer's increments, not for reading a whole large log at once.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from compactor.spark.active import active_session
 from compactor.spark.catalog import register_table_storage
 from compactor.spark.expressions import offset_ranges
 from compactor.topics.naming import TopicName
+from readers.attached import AttachedPinnedView
 from readers.pinned import Segment
 from readers.reader import ReaderOptions, TopicReader
 
@@ -58,6 +62,9 @@ def dataframe_of(lake: Lake, reader: TopicReader, *, ordered: bool = False) -> D
 
 
 def _dataframe_on(spark: SparkSession, lake: Lake, reader: TopicReader, ordered: bool) -> DataFrame:
+    if isinstance(reader.pinned, AttachedPinnedView):  # records made by the Python reader, handed to Spark
+        frame = spark.createDataFrame(reader.to_pandas(), RAW_FILE_SCHEMA)
+        return frame.orderBy(ts.PARTITION, ts.OFFSET) if ordered else frame
     catalog = lake.config.catalog_name
     segments = [s for p in range(reader.partitions) for s in reader.segments(p)]
     parts: list[DataFrame] = []

@@ -32,9 +32,9 @@ a view is never merged with its tail under another strategy than the one that bu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +46,7 @@ from compactor.topics.naming import TopicName
 from compactor.topics.partitioner import partition_for_key
 from compactor.topics.records import Record
 from compactor.topics.strategy import Rank, Strategy
+from readers.attached import AttachedPinnedView
 from readers.batches import batch_to_records, to_topic_schema
 from readers.pinned import Segment
 from readers.reader import TopicReader
@@ -76,7 +77,9 @@ class TableView:
     def __init__(self, lake: Lake, topic: str | TopicName, *, as_of_cursor: int | None = None,
                  now_ms: int | None = None, key_partitioned: bool = True) -> None:
         self.reader = TopicReader(lake, topic, read_compacted=True, as_of_cursor=as_of_cursor, now_ms=now_ms)
-        self.key_partitioned = key_partitioned
+        # an attached log's keys are JSON objects of its key columns, not the bytes its writer partitioned by
+        self.attached = isinstance(self.reader.pinned, AttachedPinnedView)
+        self.key_partitioned = key_partitioned and not self.attached
         self.last_lookup = LookupStats()
         cursor = self.reader.cursor
         self.strategy: Strategy = cursor.strategy if cursor is not None else self.reader.topic.settings.strategy
@@ -90,9 +93,15 @@ class TableView:
 
     # --- point look-ups ---------------------------------------------------------------------------------
 
-    def get_record(self, key: bytes | str, partition: int | None = None) -> Record | None:
-        """The latest live record of ``key`` (``None`` if it has none or its latest is a tombstone)."""
-        raw_key = _as_key(key)
+    def get_record(self, key: bytes | str | Mapping[str, Any], partition: int | None = None) -> Record | None:
+        """The latest live record of ``key`` (``None`` if it has none or its latest is a tombstone). An attached
+        log's key is the JSON of its key columns, or a mapping of those columns to their values."""
+        if isinstance(key, Mapping):
+            if not isinstance(self.reader.pinned, AttachedPinnedView):
+                raise InputError("a key given as a mapping of columns is for attached logs; a topic's is bytes or str")
+            raw_key = self.reader.pinned.key_bytes(key)
+        else:
+            raw_key = _as_key(key)
         if partition is not None:
             if not 0 <= partition < self.partitions:
                 raise InputError(f"partition {partition} does not exist: {self.reader.name} has "
@@ -109,7 +118,7 @@ class TableView:
         newest = max(found, key=lambda r: (self._rank(r)[:2], r.timestamp_ms, r.partition))
         return None if newest.value is None else newest
 
-    def get(self, key: bytes | str, partition: int | None = None) -> bytes | None:
+    def get(self, key: bytes | str | Mapping[str, Any], partition: int | None = None) -> bytes | None:
         """The latest value of ``key``, or ``None`` when the key is not live."""
         record = self.get_record(key, partition)
         return record.value if record is not None else None

@@ -2,7 +2,9 @@
 Iceberg topics, ...), compacted without ever being written to (docs/guarantees.md#attached-logs).
 
 ``registry`` (attach, detach, the mapping's home), ``mapping`` (layouts and their columns), ``compaction`` (the
-Spark run), ``reading`` (``read``), ``status`` (``status``, ``topic describe``, ``retention``).
+Spark run), ``reading`` (``read_attached``, on Spark), ``records`` and ``log`` (records, offsets and the topic
+handle the readers and consumers use, without Spark: ``readers.attached``), ``status`` (``status``,
+``topic describe``, ``retention``).
 """
 
 from compactor.attach.mapping import LAYOUTS, AttachError, Mapping

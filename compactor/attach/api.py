@@ -23,8 +23,8 @@ def attach_table(lake: Lake, name: str, *, table: str, layout: str, partition_co
                  key_columns: Sequence[str] = (), tombstone_when: str | None = None,
                  config: Mapping[str, str] | None = None) -> AttachedLog:
     """Make the append-only Iceberg table ``table`` the raw log of topic ``name`` without writing to it (layouts
-    ``kafka-connect``, ``redpanda``, ``columns``; ``tombstone_when``: ``null-value`` or a Spark SQL condition).
-    Settings default to ``cleanup.policy=compact``."""
+    ``kafka-connect``, ``redpanda``, ``columns``; ``tombstone_when``: ``null-value`` or a SQL condition of the
+    forms ``attach.condition`` allows). Settings default to ``cleanup.policy=compact``."""
     settings = {"cleanup.policy": "compact", **dict(config or {})}
     return _attach(lake.open(create=True), name, table=table, layout=layout, partition_column=partition_column,
                    offset_column=offset_column, timestamp_column=timestamp_column, key_columns=key_columns,

@@ -6,14 +6,16 @@ view's ``main`` is still the snapshot the run started from; so the cursor is alw
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
-from compactor.errors import CursorCorruptError
+from compactor.errors import CursorCorruptError, CursorExpiredError
 
 HORIZONS = "compactor.attached.horizons"
 SOURCE_SNAPSHOT = "compactor.attached.source-snapshot-id"
@@ -50,8 +52,11 @@ class AttachedCursor:
 def current_cursor(view: Table) -> AttachedCursor | None:
     """The cursor of ``view`` (``None`` before the first run); ``CursorCorruptError`` if its summary is unreadable."""
     snapshot = view.current_snapshot()
-    if snapshot is None:
-        return None
+    return cursor_at(view, snapshot) if snapshot is not None else None
+
+
+def cursor_at(view: Table, snapshot: Snapshot) -> AttachedCursor:
+    """The cursor a snapshot of ``view`` published; ``CursorCorruptError`` if its summary is not a cursor's."""
     props: Mapping[str, str] = snapshot.summary.additional_properties if snapshot.summary else {}
     if HORIZONS not in props:
         raise CursorCorruptError(f"the view {'.'.join(view.name())} has a snapshot ({snapshot.snapshot_id}) that no "
@@ -64,3 +69,27 @@ def current_cursor(view: Table) -> AttachedCursor | None:
                               json.loads(props.get(STATS, "{}")))
     except (ValueError, KeyError, AttributeError) as exc:
         raise CursorCorruptError(f"the cursor of {'.'.join(view.name())} is unreadable: {exc}") from None
+
+
+def retained_cursor(view: Table, snapshot_id: int, now_ms: int, retain_ms: int) -> AttachedCursor:
+    """The cursor ``snapshot_id`` of ``view`` if it is retained: the current one, or one replaced (by the run of a
+    later cursor) less than ``retain_ms`` before ``now_ms`` whose snapshot is still in the view's metadata;
+    ``CursorExpiredError`` otherwise."""
+    runs: dict[tuple[str, str, str], Snapshot] = {}  # a run's commit may add several snapshots: its last is the cursor
+    for snapshot in view.snapshots():
+        props = snapshot.summary.additional_properties if snapshot.summary else {}
+        if HORIZONS in props:
+            key = (props[HORIZONS], props.get(NOW_MS, ""), props.get(SOURCE_SNAPSHOT, ""))
+            runs.pop(key, None)
+            runs[key] = snapshot
+    cursors = [cursor_at(view, s) for s in runs.values()]
+    current = view.current_snapshot()
+    retained = {c.snapshot_id: c for c in cursors if current is not None and c.snapshot_id == current.snapshot_id}
+    for older, newer in itertools.pairwise(cursors):
+        if newer.now_ms + retain_ms > now_ms:
+            retained.setdefault(older.snapshot_id, older)
+    if snapshot_id not in retained:
+        kept = sorted(retained) or "none"
+        raise CursorExpiredError(f"cursor {snapshot_id} is not retained (retained cursors: {kept}); cursors stay"
+                                 " readable for compaction.cursor.retain-ms after they are replaced")
+    return retained[snapshot_id]

@@ -44,9 +44,9 @@ def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: i
                 if entry.status != ManifestEntryStatus.ADDED:
                     continue
                 data = entry.data_file
-                lowest = _bound(data.lower_bounds, offset_field)
-                p_lo = _bound(data.lower_bounds, partition_field)
-                p_hi = _bound(data.upper_bounds, partition_field)
+                lowest = int_bound(data.lower_bounds, offset_field)
+                p_lo = int_bound(data.lower_bounds, partition_field)
+                p_hi = int_bound(data.upper_bounds, partition_field)
                 if lowest is None or p_lo is None or p_hi is None:
                     continue
                 floors = [horizons.get(p, 0) for p in range(p_lo, p_hi + 1)]
@@ -58,7 +58,7 @@ def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: i
                         "it again to compact it afresh")
 
 
-def _bound(bounds: Mapping[int, bytes] | None, field: NestedField) -> int | None:
+def int_bound(bounds: Mapping[int, bytes] | None, field: NestedField) -> int | None:
     """A file's integer bound of ``field`` (an int or long column), or ``None`` without statistics."""
     if not bounds or field.field_id not in bounds:
         return None

@@ -32,6 +32,7 @@ from pyiceberg.types import (
 )
 
 from compactor import properties as props
+from compactor.attach.condition import check_condition
 from compactor.attach.mapping import AttachError, Mapping, build_mapping, check_mapping
 from compactor.config import LakeConfig
 from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
@@ -138,7 +139,7 @@ def attach_table(catalog: Catalog, name: str, *, table: str, layout: str, partit
                             offset=offset_column, timestamp=timestamp_column, keys=key_columns,
                             tombstone=tombstone_when)
     if tombstone_when and tombstone_when.strip() != "null-value":
-        check_predicate(mapping)
+        check_predicate(mapping, source.schema())
     properties = {**VIEW_TABLE_PROPERTIES, **to_set, ATTACHED_PROPERTY: mapping.to_json(),
                   SOURCE_UUID_PROPERTY: str(source.metadata.table_uuid)}
     with translate_storage_errors(f"attaching {topic}"):
@@ -152,12 +153,13 @@ def attach_table(catalog: Catalog, name: str, *, table: str, layout: str, partit
     return AttachedLog(topic, view, mapping, catalog)
 
 
-def check_predicate(mapping: Mapping) -> None:
-    """Refuse a tombstone condition that is not one boolean SQL expression (parsed without a JVM where possible:
-    Spark checks its columns at the first run, which fails naming it and writes nothing)."""
+def check_predicate(mapping: Mapping, schema: Schema) -> None:
+    """Refuse a tombstone condition that is not one boolean SQL expression the readers can evaluate on the source's
+    columns (``attach.records``: they run without Spark; the compaction run evaluates it with Spark)."""
     text = mapping.tombstone
     if not text or text.count("(") != text.count(")") or ";" in text:
         raise AttachError(f"--tombstone-when {text!r} is not one SQL condition")
+    check_condition(text, schema, mapping.source)
 
 
 def detach_table(catalog: Catalog, config: LakeConfig, name: str) -> dict[str, object]:

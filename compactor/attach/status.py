@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
 
 from compactor.attach.cursor import NOW_MS, current_cursor
+from compactor.attach.log import past_horizons
+from compactor.attach.records import column
 from compactor.attach.registry import AttachedLog, require_attached
 from compactor.clock import resolve_now_ms
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.expressions import at_least
 from compactor.iceberg.storage import delete_files, list_files
 from compactor.results import JsonResult
 
@@ -41,13 +41,12 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
     if snapshot is None:
         return {}, {}, None
     mapping = attached.mapping
-    lowest = min(horizons.values()) if horizons else None
-    row_filter = at_least(mapping.offset, lowest) if lowest is not None else AlwaysTrue()
+    row_filter = past_horizons(mapping, horizons)  # a partition the cursor does not know: every row
     with translate_storage_errors(f"reading the source {mapping.source}"):
         rows = source.scan(row_filter=row_filter, selected_fields=(mapping.partition, mapping.offset),
                            snapshot_id=snapshot.snapshot_id).to_arrow()
-    partitions = _column(rows, mapping.partition)
-    offsets = _column(rows, mapping.offset)
+    partitions = column(rows, mapping.partition)
+    offsets = column(rows, mapping.offset)
     table = pa.table({"p": partitions, "o": offsets})
     ends: dict[int, int] = {}
     dirty: dict[int, int] = {}
@@ -59,14 +58,6 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
         mine = table.filter(pc.equal(table["p"], p))
         dirty[p] = int(pc.sum(pc.greater_equal(mine["o"], horizons.get(p, -1))).as_py() or 0)
     return ends, dirty, snapshot.snapshot_id
-
-
-def _column(rows: pa.Table, dotted: str) -> pa.Array:
-    parts = dotted.split(".")
-    column: Any = rows.column(parts[0])
-    for part in parts[1:]:
-        column = pc.struct_field(column, part)
-    return column
 
 
 @dataclass

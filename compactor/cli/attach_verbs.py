@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from compactor.attach.mapping import LAYOUTS
 from compactor.cli.common import assignments, emit, lake_of
-from compactor.errors import InputError, NotATopicError, UsageError
+from compactor.errors import InputError, NotATopicError
 
 if TYPE_CHECKING:
     from compactor.attach.registry import AttachedLog
@@ -46,19 +46,13 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace) -> int:
-    from compactor.attach.reading import read_attached
+    """``read`` of an attached log: the readers' records (no JVM), printed with ``key`` and ``value`` as the JSON
+    objects of the key and value columns."""
+    from compactor.cli.produce_read import reader_of
+    from readers.attached import record_object
 
-    if args.from_timestamp or args.as_of_cursor is not None:
-        raise UsageError("--from-timestamp and --as-of-cursor are not supported on an attached log")
-    starts: dict[int, int] = {}
-    for pair in args.from_offset:
-        try:
-            p, o = pair.split(":")
-            starts[int(p)] = int(o)
-        except ValueError:
-            raise UsageError(f"--from-offset {pair!r}: expected PARTITION:OFFSET") from None
-    for record in read_attached(lake_of(args), args.name, read_compacted=args.compacted, from_offsets=starts):
-        sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")
+    for record in reader_of(args).records():
+        sys.stdout.write(json.dumps(record_object(record), separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return 0
 
@@ -138,8 +132,8 @@ def register_topic_actions(actions: Any) -> None:
     attach.add_argument("--key-columns", metavar="C1[,C2...]", help="the key (several: a composite key); "
                         "nested fields as a.b")
     attach.add_argument("--tombstone-when", metavar="null-value|EXPR",
-                        help="null-value (default: every value column null) or a Spark SQL condition on the row, "
-                        "such as \"_cdc.op = 'D'\"")
+                        help="null-value (default: every value column null) or a SQL condition on the row, such "
+                        "as \"_cdc.op = 'D'\" (comparisons with literals, IN, IS NULL, LIKE 'p%', AND, OR, NOT)")
     attach.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="a topic setting (default cleanup.policy=compact)")
     attach.set_defaults(handler=topic_attach)

@@ -9,11 +9,13 @@ positions after them: at-least-once (a crash between the two prints those record
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
+from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compactor.cli.common import add_json_action, add_now_ms, emit, lake_of
 from compactor.consumer import Consumer
@@ -25,8 +27,11 @@ from compactor.groups import (
     DEFAULT_SESSION_TIMEOUT_MS,
     GroupStore,
 )
-from compactor.topics.records import write_jsonl
+from compactor.topics.records import Record, write_jsonl
 from readers.batches import batch_to_records
+
+if TYPE_CHECKING:
+    from compactor.lake import Lake
 
 FOLLOW_POLL_MS = 1000
 log = logging.getLogger("compactor.consume")
@@ -39,6 +44,7 @@ def consume(args: argparse.Namespace) -> int:
                         auto_offset_reset=args.reset, session_timeout_ms=args.session_timeout_ms,
                         heartbeat_interval_ms=max(1, min(DEFAULT_HEARTBEAT_INTERVAL_MS, args.session_timeout_ms // 3)),
                         max_poll_interval_ms=args.max_poll_interval_ms, group_instance_id=args.group_instance_id)
+    write = _writer(lake_of(args), args.name)
     stop = [False]
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -52,7 +58,7 @@ def consume(args: argparse.Namespace) -> int:
             limit = None if args.max_records is None else args.max_records - printed
             batches = consumer.poll_batches(FOLLOW_POLL_MS if args.follow else args.timeout_ms, limit)
             for batch in batches:
-                printed += write_jsonl(batch_to_records(batch), sys.stdout)
+                printed += write(batch_to_records(batch))
             sys.stdout.flush()  # the records are out before their positions are committed
             if batches:
                 _commit(consumer, args.follow)
@@ -65,6 +71,24 @@ def consume(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         consumer.close()
     return 0
+
+
+def _writer(lake: Lake, name: str) -> Callable[[Iterable[Record]], int]:
+    """How ``consume`` prints records: ``read``'s format (an attached log's: key and value as JSON objects)."""
+    from compactor.attach.registry import load_attached
+
+    if load_attached(lake.catalog, name) is None:
+        return lambda records: write_jsonl(records, sys.stdout)
+    from readers.attached import record_object
+
+    def attached(records: Iterable[Record]) -> int:
+        count = 0
+        for record in records:
+            sys.stdout.write(json.dumps(record_object(record), separators=(",", ":")) + "\n")
+            count += 1
+        return count
+
+    return attached
 
 
 def _commit(consumer: Consumer, follow: bool) -> None:

@@ -1,9 +1,8 @@
 """The ``compactor`` command line (docs/reference.md): parsing, dispatch, and exit statuses.
 
 Exit status: 0 success; 2 usage error; 75 outcome unknown; 1 (with one line on standard error naming the
-problem) for every other failure. Only ``compact``, ``retention`` and ``clean`` start Spark, and ``read`` of an
-attached log (its tombstone rule may be a Spark SQL condition); ``topic``, ``produce``, ``status`` and ``read``
-of a topic run on pyiceberg alone.
+problem) for every other failure. Only ``compact``, ``retention`` and ``clean`` start Spark; ``topic``,
+``produce``, ``status``, ``read`` and ``consume`` (of topics and attached logs) run on pyiceberg alone.
 """
 
 from __future__ import annotations

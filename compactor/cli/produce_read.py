@@ -156,14 +156,19 @@ def placement_lines(partitions: Any, offsets: Any) -> memoryview:
     return memoryview(text.buffers()[2])[int(value_offsets[0]): int(value_offsets[-1])]
 
 
-def read(args: argparse.Namespace) -> int:
+def reader_of(args: argparse.Namespace) -> TopicReader:
+    """The reader ``read``'s arguments ask for (a topic's or an attached log's)."""
     try:
         starts = merge_starts(parse_pairs(args.from_offset, "offset", "--from-offset"),
                               parse_pairs(args.from_timestamp, "timestamp", "--from-timestamp"))
     except InputError as exc:
         raise UsageError(str(exc)) from None
-    reader = TopicReader(lake_of(args), args.name, read_compacted=args.compacted, start=starts,
-                         reset=args.reset, as_of_cursor=args.as_of_cursor, now_ms=args.now_ms)
+    return TopicReader(lake_of(args), args.name, read_compacted=args.compacted, start=starts,
+                       reset=args.reset, as_of_cursor=args.as_of_cursor, now_ms=args.now_ms)
+
+
+def read(args: argparse.Namespace) -> int:
+    reader = reader_of(args)
     write_jsonl(reader.records(), sys.stdout)
     sys.stdout.flush()
     return 0

@@ -17,6 +17,7 @@ from compactor.errors import InputError, OffsetOutOfRangeError, TopicNotFoundErr
 from compactor.groups import GroupStore, MemberState, PartitionState, TopicPartition
 from compactor.results import JsonResult
 from compactor.topics.naming import TopicName
+from readers.attached import open_log
 from readers.pinned import Segment
 from readers.positions import StartPosition
 from readers.reader import TopicReader
@@ -70,7 +71,7 @@ class TopicView:
     def load(cls, lake: Lake, topic: str) -> TopicView:
         name = TopicName.parse(topic)
         state = load_compacted(lake.catalog, name)
-        handle = lake.topic(name)
+        handle = open_log(lake, name)
         offsets = handle.offsets()
         cursor = state.cursor if state is not None and handle.settings.compacts else None
         return cls(name, offsets.next_offsets, offsets.log_start_offsets, cursor.horizons if cursor else None,

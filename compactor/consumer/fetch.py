@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
+from compactor.attach.log import AttachedTopic
+from compactor.attach.registry import AttachedLog, is_attached, require_attached
 from compactor.iceberg.catalog import load_table
 from compactor.topics.naming import TopicName
+from compactor.topics.state import PartitionOffsets, read_offsets
 from readers.pinned import Pins
 from readers.planning import RawPlanner
 from readers.reader import TopicReader
@@ -52,17 +55,32 @@ class Fetcher:
         self.lake = lake
         self.read_compacted = read_compacted
         self.planners: dict[str, RawPlanner] = {}
+        self.attached: dict[str, AttachedLog] = {}  # the attached logs among the topics loaded
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.loads = 0  # catalog loads of the raw tables (what an idle consumer costs)
         self.opens = 0  # fetches opened
 
     def load(self, name: TopicName) -> Table:
-        """The topic's raw table as the catalog has it now."""
+        """The topic's raw table as the catalog has it now (an attached log's: its source table)."""
         self.loads += 1
-        return load_table(self.lake.catalog, name.identifier)
+        table = load_table(self.lake.catalog, name.identifier)
+        if not is_attached(table):
+            return table
+        attached = self.attached[str(name)] = require_attached(self.lake.catalog, name)
+        return attached.source()
+
+    def offsets(self, name: TopicName, table: Table) -> PartitionOffsets:
+        """``N_p`` and ``LSO_p`` of the raw table ``load`` returned (of an attached log: read from its source)."""
+        attached = self.attached.get(str(name))
+        if attached is None:
+            return read_offsets(table.metadata.properties)
+        return AttachedTopic(attached, table).offsets()
 
     def open(self, name: TopicName, table: Table, partitions: list[int]) -> TopicReader:
         """A reader pinned on ``table`` (its current snapshot, planned incrementally for ``partitions``)."""
+        if str(name) in self.attached:  # an attached log plans each read (readers.attached)
+            self.opens += 1
+            return TopicReader(self.lake, name, read_compacted=self.read_compacted, pins=Pins(table=table))
         planner = self.planners.setdefault(str(name), RawPlanner())
         snapshot = table.current_snapshot()
         index = planner.plan(table, snapshot.snapshot_id if snapshot else None, partitions)

@@ -18,7 +18,6 @@ from compactor.errors import DataFileMissingError, InputError, NotOwnerError
 from compactor.groups import TopicPartition
 from compactor.iceberg.catalog import first_line, is_storage_failure, storage_error
 from compactor.topics.records import Record
-from compactor.topics.state import read_offsets
 from readers.batches import batch_to_records
 from readers.reader import TopicReader
 from readers.streams import FileReadError, PartitionStream
@@ -156,7 +155,7 @@ class PollingMixin(ConsumerBase):
             fetch = self.fetches.get(topic)
             if fetch is not None and table.metadata_location == fetch.location:
                 continue
-            offsets = read_offsets(table.metadata.properties)
+            offsets = self.fetcher.offsets(self.names[topic], table)
             mine = [tp for tp in self.epochs if tp.topic == topic and tp not in self.paused_partitions]
             grew = fetch is None or any(
                 (position := self.positions.get(tp)) is None or offsets.next_offsets[tp.partition] > position

@@ -19,6 +19,7 @@ from compactor.cursor import load_compacted
 from compactor.errors import InputError, NotOwnerError, OffsetOutOfRangeError
 from compactor.groups import TopicPartition
 from compactor.topics.naming import TopicName
+from readers.attached import open_log
 from readers.positions import StartPosition
 from readers.reader import TopicReader
 
@@ -84,7 +85,7 @@ class PositionsMixin(ConsumerBase):
         out: dict[TopicPartition, int] = {}
         tps = self._tps(partitions)
         for topic in sorted({tp.topic for tp in tps}):
-            offsets = self.lake.topic(self.names[topic]).offsets()
+            offsets = open_log(self.lake, self.names[topic]).offsets()
             for tp in tps:
                 if tp.topic == topic:
                     out[tp] = offsets.next_offsets[tp.partition]
@@ -97,7 +98,7 @@ class PositionsMixin(ConsumerBase):
         out: dict[TopicPartition, int] = {}
         tps = self._tps(partitions)
         for topic in sorted({tp.topic for tp in tps}):
-            handle = self.lake.topic(self.names[topic])
+            handle = open_log(self.lake, self.names[topic])
             starts = handle.offsets().log_start_offsets
             if self.read_compacted and handle.settings.compacts:
                 state = load_compacted(self.lake.catalog, self.names[topic])
@@ -143,7 +144,7 @@ class PositionsMixin(ConsumerBase):
         tp = self._assigned(partition, topic)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InputError(f"an offset must be a non-negative integer, got {offset!r}")
-        end = self.lake.topic(self.names[tp.topic]).offsets().next_offsets[tp.partition]
+        end = open_log(self.lake, self.names[tp.topic]).offsets().next_offsets[tp.partition]
         if offset > end:
             raise OffsetOutOfRangeError(f"offset {offset} is beyond the end of {tp} (next offset {end})")
         if self.auto_offset_reset == "error":
@@ -209,7 +210,7 @@ class PositionsMixin(ConsumerBase):
                 raise InputError(f"a committed offset must be a non-negative integer, got {offset!r} for {tp}")
             end = self.ends.get(tp)
             if end is None or offset > end:
-                end = self.lake.topic(self.names[tp.topic]).offsets().next_offsets[tp.partition]
+                end = open_log(self.lake, self.names[tp.topic]).offsets().next_offsets[tp.partition]
                 if offset > end:
                     raise OffsetOutOfRangeError(f"cannot commit offset {offset} for {tp}: beyond its end ({end})")
         if self.member is not None:

@@ -13,6 +13,7 @@ from compactor.consumer.rebalance import RebalanceListener, notify
 from compactor.errors import InputError, NotOwnerError
 from compactor.groups import Membership, PendingRange, TopicPartition
 from compactor.topics.naming import TopicName
+from readers.attached import open_log
 
 log = logging.getLogger("compactor.consumer")
 
@@ -28,7 +29,7 @@ class SubscriptionMixin(ConsumerBase):
 
     def _set_topics(self, names: Sequence[str]) -> None:
         parsed = {str(n): n for n in (TopicName.parse(t) for t in names)}
-        counts = {t: self.partition_counts.get(t) or self.lake.topic(n).partitions for t, n in parsed.items()}
+        counts = {t: self.partition_counts.get(t) or open_log(self.lake, n).partitions for t, n in parsed.items()}
         self.names, self.partition_counts = parsed, counts  # an unknown topic raised above: nothing changed
 
     def subscribe(self, topics: str | Sequence[str] = (), pattern: str | re.Pattern[str] | None = None,

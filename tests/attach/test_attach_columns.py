@@ -21,6 +21,7 @@ from compactor.attach.registry import load_attached
 from compactor.attach.status import attached_retention, attached_status
 from compactor.iceberg.expressions import below
 from compactor.lake import Lake
+from readers import TopicReader
 from tests.attach.sources import BASE_MS, connect_rows, connect_table, location_path, tree_digest
 
 pytestmark = pytest.mark.spark
@@ -109,6 +110,10 @@ def test_a_debezium_delete_predicate_on_named_columns(lake: Lake, spark: object)
     compact_attached(lake, "lake.users", now_ms=BASE_MS)
     assert [(o, v) for _, o, _, v in latest(lake, "lake.users")] == [
         (2, {"name": "a2", "_cdc": {"op": "U"}}), (3, None)]
+    # the readers evaluate the rule on the source's rows without Spark (the view's rows carry Spark's flags)
+    assert [(r.offset, r.value) for r in TopicReader(lake, "lake.users")] == [
+        (0, b'{"name":"a","_cdc":{"op":"C"}}'), (1, b'{"name":"b","_cdc":{"op":"C"}}'),
+        (2, b'{"name":"a2","_cdc":{"op":"U"}}'), (3, None)]
     # the tombstone goes once its delete horizon passed; retention removes only the view's own old snapshots
     late = compact_attached(lake, "lake.users", now_ms=BASE_MS + 1000)
     assert late.committed and [o for _, o, _, _ in latest(lake, "lake.users")] == [2]

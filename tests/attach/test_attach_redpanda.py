@@ -7,6 +7,8 @@ import pytest
 
 from compactor import attach_table, compact_attached, detach_table, read_attached
 from compactor.lake import Lake
+from readers import TableView, TopicReader
+from readers.attached import record_object
 from tests.attach.sources import BASE_MS, append_redpanda, location_path, redpanda_table, tree_digest
 
 pytestmark = pytest.mark.spark
@@ -40,6 +42,11 @@ def test_a_redpanda_table_compacts_to_the_latest_record_per_key_and_is_never_wri
     append(spark, lake, [(0, 8, BASE_MS + 3 * HOUR, b"a", b"a3")])
     tail = list(read_attached(lake, "lake.orders", read_compacted=True))
     assert [(r["partition"], r["offset"]) for r in tail] == [(0, 3), (0, 4), (0, 8), (1, 9), (1, 12)]
+    # the readers (no JVM) give the records Spark's read gives: headers, binary as base64, nested columns
+    assert [record_object(r) for r in TopicReader(lake, "lake.orders", read_compacted=True)] == tail
+    assert TableView(lake, "lake.orders").get({"redpanda.key": b"a"}) == b'{"value":"YTM="}'
+    assert [(r.offset, r.value) for r in TopicReader(lake, "lake.orders", start={0: "latest"})] == [
+        (5, b'{"value":"YjE="}'), (9, b'{"value":"YzE="}'), (12, None)]
     second = compact_attached(lake, "lake.orders", now_ms=BASE_MS + 4 * HOUR)
     assert second.committed and second.horizons == {"0": 9, "1": 13} and second.stats["records_read"] == 1
     assert [(r["partition"], r["offset"]) for r in read_attached(lake, "lake.orders", read_compacted=True)] == [
