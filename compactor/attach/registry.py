@@ -32,7 +32,7 @@ from pyiceberg.types import (
 )
 
 from compactor import properties as props
-from compactor.attach.condition import check_condition
+from compactor.attach.condition import check_condition, readers_can_evaluate
 from compactor.attach.mapping import AttachError, Mapping, build_mapping, check_mapping
 from compactor.config import LakeConfig
 from compactor.errors import NotATopicError, TopicExistsError, TopicNotFoundError
@@ -154,12 +154,14 @@ def attach_table(catalog: Catalog, name: str, *, table: str, layout: str, partit
 
 
 def check_predicate(mapping: Mapping, schema: Schema) -> None:
-    """Refuse a tombstone condition that is not one boolean SQL expression the readers can evaluate on the source's
-    columns (``attach.records``: they run without Spark; the compaction run evaluates it with Spark)."""
+    """Refuse a tombstone condition that is not one SQL condition, or that the readers could evaluate but that names
+    a column the source lacks (or compares one with a literal of another type). Other Spark SQL conditions are
+    kept: Spark resolves them at the first compaction run (``attach.frames.checked``)."""
     text = mapping.tombstone
     if not text or text.count("(") != text.count(")") or ";" in text:
         raise AttachError(f"--tombstone-when {text!r} is not one SQL condition")
-    check_condition(text, schema, mapping.source)
+    if readers_can_evaluate(text):
+        check_condition(text, schema, mapping.source)
 
 
 def detach_table(catalog: Catalog, config: LakeConfig, name: str) -> dict[str, object]:

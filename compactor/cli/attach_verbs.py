@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from compactor.attach.mapping import LAYOUTS
 from compactor.cli.common import assignments, emit, lake_of
-from compactor.errors import InputError, NotATopicError
+from compactor.errors import InputError, NotATopicError, UsageError
 
 if TYPE_CHECKING:
     from compactor.attach.registry import AttachedLog
@@ -47,12 +47,39 @@ def _compact(args: argparse.Namespace) -> int:
 
 def _read(args: argparse.Namespace) -> int:
     """``read`` of an attached log: the readers' records (no JVM), printed with ``key`` and ``value`` as the JSON
-    objects of the key and value columns."""
+    objects of the key and value columns; on Spark when the tombstone rule is a Spark SQL condition the readers
+    cannot evaluate (``attach.condition``)."""
+    from compactor.attach.condition import readers_can_evaluate
+    from compactor.attach.mapping import NULL_VALUE
     from compactor.cli.produce_read import reader_of
     from readers.attached import record_object
 
+    attached: AttachedLog = args.attached  # loaded by route
+    rule = attached.mapping.tombstone
+    if rule != NULL_VALUE and not readers_can_evaluate(rule):
+        return _read_on_spark(args, rule)
     for record in reader_of(args).records():
         sys.stdout.write(json.dumps(record_object(record), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _read_on_spark(args: argparse.Namespace, rule: str) -> int:
+    from compactor.attach.reading import read_attached
+    from readers.positions import parse_pairs
+
+    unsupported = [flag for flag, given in (("--from-timestamp", args.from_timestamp), ("--as-of-cursor",
+                   args.as_of_cursor is not None), ("--reset", args.reset is not None)) if given]
+    if unsupported:
+        raise UsageError(f"{', '.join(unsupported)}: not with the tombstone rule {rule!r} of {args.name}, which only "
+                         "Spark evaluates (the readers take the forms docs/attaching.md lists)")
+    try:
+        starts = parse_pairs(args.from_offset, "offset", "--from-offset")
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    offsets = {p: int(start.value or 0) for p, start in starts.items()}
+    for record in read_attached(lake_of(args), args.name, read_compacted=args.compacted, from_offsets=offsets):
+        sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return 0
 
