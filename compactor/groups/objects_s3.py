@@ -12,6 +12,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from compactor.config import S3Settings
+from compactor.errors import InvalidSettingError
 from compactor.iceberg.catalog import translate_storage_errors
 
 REFUSED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
@@ -20,7 +21,8 @@ REFUSED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 def _date_ms(response: dict[str, Any]) -> int:
     date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
     if not date:
-        raise RuntimeError("the object store's response carries no Date header: it cannot be the groups' clock")
+        raise InvalidSettingError("the group store's object store answers without a Date header, so it cannot be the "
+                                  "groups' clock: use a directory or SQL group store (--group-store)")
     return int(parsedate_to_datetime(date).timestamp() * 1000)
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from compactor.errors import CompactorError
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -78,7 +80,8 @@ def java_call(function: Any, *columns: Column) -> Column:
 
     context = active_context()
     if context is None:
-        raise RuntimeError("a compiled Spark function needs a running SparkContext")
+        raise CompactorError("a compiled Spark function needs a running SparkContext: start Spark (Lake.spark()) "
+                             "before building the column")
     return Column(function.apply(_to_seq(context, list(columns), _to_java_column)))
 
 
