@@ -142,7 +142,8 @@ def topic_status(lake: Lake, name: str | TopicName, now_ms: int | None = None) -
 
 
 def group_lags(lake: Lake, topic: str, next_offsets: tuple[int, ...]) -> list[dict[str, Any]]:
-    """The consumer groups with committed positions on ``topic``, each with its total lag in offsets (records, on a topic without gaps)."""
+    """The consumer groups with committed positions on ``topic``, each with its total lag in offsets (records, on
+    a topic without gaps)."""
     out: list[dict[str, Any]] = []
     store = GroupStore.if_any(lake)
     if store is None:
