@@ -91,6 +91,14 @@ def above(rows: DataFrame, horizons: AnyMapping[int, int]) -> DataFrame:
     return rows.where(reduce(lambda a, b: a | b, known) | ~F.col(PARTITION).isin(list(horizons)))
 
 
+def below(rows: DataFrame, horizons: AnyMapping[int, int]) -> DataFrame:
+    """Rows below their partition's horizon in ``horizons`` (partitions not in it: none)."""
+    if not horizons:
+        return rows.where(F.lit(False))
+    return rows.where(reduce(lambda a, b: a | b, [(F.col(PARTITION) == p) & (F.col(OFFSET) < h)
+                                                   for p, h in horizons.items()]))
+
+
 def has_key(mapping: Mapping) -> Column:
     return ~reduce(lambda a, b: a & b, [path(k).isNull() for k in mapping.keys])
 
@@ -119,8 +127,38 @@ def latest_per_key(previous: DataFrame | None, fresh: DataFrame, mapping: Mappin
         kept = previous.where(~has_key(mapping) if retain_null_keys else F.lit(False)).unionByName(
             previous.where(has_key(mapping)).join(keys.distinct(), same, "left_anti"))
         winners = kept.unionByName(winners, allowMissingColumns=True)
-    alive = ~F.col(TOMBSTONE) | (F.col(DELETE_HORIZON_MS) > F.lit(now_ms))
-    return winners.where(alive)
+    return winners.where(alive(now_ms))
+
+
+def alive(now_ms: int) -> Column:
+    """A view row stays unless it is a tombstone whose delete horizon passed."""
+    return ~F.col(TOMBSTONE) | (F.col(DELETE_HORIZON_MS) > F.lit(now_ms))
+
+
+REMOVED = "_compactor_removed"
+
+
+def classify_view(view: DataFrame, fresh: DataFrame, mapping: Mapping, now_ms: int,
+                  retain_null_keys: bool) -> DataFrame:
+    """The view's rows in narrow columns (partition, tombstone, delete horizon, Iceberg's ``_file`` and ``_pos``),
+    each marked (column ``REMOVED``) with whether this run removes it: its key has a newer record in the range
+    ``fresh`` (any record of the key there is newer than the view's), it is a tombstone whose delete horizon
+    passed, or it is keyless and keyless rows are now dropped. ``view`` must be read from the table (so it has
+    the metadata columns); the range's keys are joined null-safely, column by column."""
+    pairs = [(k, f"_compactor_k{i}", f"_compactor_v{i}") for i, k in enumerate(mapping.keys)]
+    keys = fresh.where(has_key(mapping)).select(
+        F.col(PARTITION).alias("_compactor_kp"), *[path(k).alias(n) for k, n, _ in pairs]).distinct() \
+        .withColumn("_compactor_won", F.lit(True))
+    narrow = view.select(F.col(PARTITION), F.col(TOMBSTONE), F.col(DELETE_HORIZON_MS), F.col("_file"),
+                         F.col("_pos"), *[path(k).alias(v) for k, _, v in pairs])
+    same = reduce(lambda a, b: a & b, [F.col(v).eqNullSafe(F.col(n)) for _, n, v in pairs],
+                  F.col(PARTITION) == F.col("_compactor_kp"))
+    keyless = reduce(lambda a, b: a & b, [F.col(v).isNull() for _, _, v in pairs])
+    removed = F.col("_compactor_won").isNotNull() | ~alive(now_ms)
+    if not retain_null_keys:
+        removed = removed | keyless
+    return narrow.join(keys, same, "left").select(PARTITION, TOMBSTONE, DELETE_HORIZON_MS, "_file", "_pos",
+                                                  removed.alias(REMOVED))
 
 
 def with_delete_horizon(new_rows: DataFrame, now_ms: int, delete_retention_ms: int) -> DataFrame:
