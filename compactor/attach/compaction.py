@@ -37,7 +37,7 @@ from compactor import failpoints
 from compactor.attach.cursor import AttachedCursor, current_cursor
 from compactor.attach.evolve import follow_schema
 from compactor.attach.guard import check_appends_above
-from compactor.attach.passes import Written
+from compactor.attach.passes import Written, small_enough
 from compactor.attach.publish import publish_view
 from compactor.attach.registry import (
     OFFSET,
@@ -47,6 +47,7 @@ from compactor.attach.registry import (
     require_attached,
 )
 from compactor.clock import resolve_now_ms
+from compactor.compaction.phase1.latest import offset_masks
 from compactor.compaction.plan import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PARTITION
 from compactor.errors import PolicyError, TopicCorruptError
 from compactor.iceberg.storage import delete_prefix
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from compactor.lake import Lake
 
 log = logging.getLogger(__name__)
+MASK_ROW_BYTES = 24  # a row of the offset masks (partition, word, mask) as Spark holds it
+KEY_ROW_BYTES = 32   # a row of the range's keys as Spark holds it, besides the key columns' own bytes
 JOB_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                 "spark.sql.parquet.compression.codec": "zstd"}
 
@@ -138,20 +141,27 @@ class AttachedRun:
         view = attached.view
         run = Written(self.now_ms, uuid.uuid4().hex[:12], view.metadata.location, self.lake.config, view.io)
         retain = settings.retain_null_keys
+        replace = cursor is None or bool(reason)
+        kept: list[DataFrame] = []
         try:
-            if cursor is None or reason:
-                previous = self._view(spark, cursor) if cursor is not None else None
-                rows = frames.latest_per_key(previous, fresh, mapping, self.now_ms, retain)
-                run.write_rows(rows, self._columns(rows))
-            else:
-                rows = frames.latest_per_key(None, fresh, mapping, self.now_ms, retain)
-                run.write_rows(rows, self._columns(rows))
-                run.write_deletes(frames.classify_view(self._view(spark, cursor), fresh, mapping, self.now_ms,
-                                                       retain))
+            masks, small = small_enough(offset_masks(frames.winning_offsets(fresh, mapping, retain)), MASK_ROW_BYTES)
+            kept.append(masks)
+            previous = self._view(spark, cursor) if cursor is not None and replace else None
+            rows = frames.latest_per_key(previous, fresh, masks, mapping, self.now_ms, retain, broadcast=small)
+            run.write_rows(rows, self._columns(rows))
+            if not replace and cursor is not None:
+                keys, small = small_enough(frames.range_keys(fresh, mapping), KEY_ROW_BYTES,
+                                           frames.key_bytes(mapping))
+                kept.append(keys)
+                run.write_deletes(frames.classify_view(self._view(spark, cursor), keys, mapping, self.now_ms, retain,
+                                                       broadcast=small))
             failpoints.hit("after-write")
         except BaseException:
             delete_prefix(self.lake.config, run.directory, view.io)
             raise
+        finally:
+            for frame in kept:
+                frame.unpersist()
         return self._publish(run, cursor, snapshot_id, new_horizons, read, "first run" if cursor is None else reason)
 
     def _horizons(self, new: DataFrame, horizons: Mapping[int, int], lag_ms: int) -> tuple[dict[int, int], int]:
@@ -163,9 +173,14 @@ class AttachedRun:
         from compactor.attach import frames
 
         young = F.col(TIMESTAMP_MS) > F.lit(self.now_ms - lag_ms)
-        ends = new.groupBy(PARTITION).agg(F.count(F.lit(1)).alias("n"), F.countDistinct(OFFSET).alias("d"),
-                                          F.max(OFFSET).alias("hi"),
-                                          F.min(F.when(young, F.col(OFFSET))).alias("young")).collect()
+        # duplicates: per 64-offset word, rows counted against distinct offsets (bits set), so each task sends a
+        # row per word of its rows' offsets, not per row
+        bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST({OFFSET} & 63 AS INT))")
+        words = new.groupBy(F.col(PARTITION), F.shiftright(F.col(OFFSET), 6).alias("w")).agg(
+            F.count(F.lit(1)).alias("n"), F.bit_or(bit).alias("bits"), F.max(OFFSET).alias("hi"),
+            F.min(F.when(young, F.col(OFFSET))).alias("young"))
+        ends = words.groupBy(PARTITION).agg(F.sum("n").alias("n"), F.sum(F.bit_count("bits")).alias("d"),
+                                            F.max("hi").alias("hi"), F.min("young").alias("young")).collect()
         source = self.attached.mapping.source
         out = dict(horizons)
         read, limited = 0, False
