@@ -231,7 +231,6 @@ class AttachedRun:
                  "delete_files_written": len(run.deletes),
                  "duration_ms": int((time.monotonic() - self.started) * 1000)}
         new_cursor = AttachedCursor(0, horizons, snapshot_id, self.now_ms, min(lowest) if lowest else None, stats)
-        failpoints.hit("before-commit")
         committed = publish_view(self.attached.catalog, self.lake.config, view,
                                  cursor.snapshot_id if cursor else None, run.directory, run.data_paths, run.deletes,
                                  new_cursor.summary(), replace=replace)

@@ -25,6 +25,7 @@ from pyiceberg.manifest import DataFile, ManifestFile
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotSummaryCollector
 
+from compactor import failpoints
 from compactor.config import LakeConfig
 from compactor.cursor import MAIN
 from compactor.errors import CommitConflictError, OutcomeUnknownError
@@ -59,6 +60,7 @@ def publish_view(catalog: Catalog, config: LakeConfig, view: Table, cursor: int 
             snapshot = _snapshot(view, cursor, data_paths, deletes, summary, replace)
             mapping = {} if view.metadata.name_mapping() is not None else {  # Spark's files carry no field ids
                 TableProperties.DEFAULT_NAME_MAPPING: view.schema().name_mapping.model_dump_json()}
+            failpoints.hit("before-commit")
             commit(catalog, view, snapshot=snapshot, moves=[RefMove(MAIN, None)], properties=mapping,
                    expect={MAIN: cursor}, what=f"publishing the view {name}")
     except OutcomeUnknownError:
