@@ -37,7 +37,7 @@ from compactor import failpoints
 from compactor.attach.cursor import AttachedCursor, current_cursor
 from compactor.attach.evolve import follow_schema
 from compactor.attach.guard import check_appends_above
-from compactor.attach.passes import Written, small_enough
+from compactor.attach.passes import BROADCAST_BYTES, Written
 from compactor.attach.publish import publish_view
 from compactor.attach.registry import (
     OFFSET,
@@ -129,7 +129,8 @@ class AttachedRun:
                                    snapshot_id)
         new = frames.above(frames.source_rows(raw, mapping, source.schema(), min(horizons.values(), default=None)),
                            horizons)
-        new_horizons, read = self._horizons(new, horizons, settings.min_compaction_lag_ms)
+        new_horizons, read, words, key_bytes = self._horizons(new, horizons, settings.min_compaction_lag_ms,
+                                                             with_keys=cursor is not None)
         expiring = cursor is not None and cursor.min_delete_horizon_ms is not None \
             and cursor.min_delete_horizon_ms <= self.now_ms
         if new_horizons == horizons and not expiring:
@@ -142,32 +143,29 @@ class AttachedRun:
         run = Written(self.now_ms, uuid.uuid4().hex[:12], view.metadata.location, self.lake.config, view.io)
         retain = settings.retain_null_keys
         replace = cursor is None or bool(reason)
-        kept: list[DataFrame] = []
         try:
-            masks, small = small_enough(offset_masks(frames.winning_offsets(fresh, mapping, retain)), MASK_ROW_BYTES)
-            kept.append(masks)
+            masks = offset_masks(frames.winning_offsets(fresh, mapping, retain))
             previous = self._view(spark, cursor) if cursor is not None and replace else None
-            rows = frames.latest_per_key(previous, fresh, masks, mapping, self.now_ms, retain, broadcast=small)
+            rows = frames.latest_per_key(previous, fresh, masks, mapping, self.now_ms, retain,
+                                         broadcast=words * MASK_ROW_BYTES <= BROADCAST_BYTES)
             run.write_rows(rows, self._columns(rows))
             if not replace and cursor is not None:
-                keys, small = small_enough(frames.range_keys(fresh, mapping), KEY_ROW_BYTES,
-                                           frames.key_bytes(mapping))
-                kept.append(keys)
-                run.write_deletes(frames.classify_view(self._view(spark, cursor), keys, mapping, self.now_ms, retain,
-                                                       broadcast=small))
+                small = read * KEY_ROW_BYTES + key_bytes <= BROADCAST_BYTES  # at most a key per row read
+                run.write_deletes(frames.classify_view(self._view(spark, cursor), frames.range_keys(fresh, mapping),
+                                                       mapping, self.now_ms, retain, broadcast=small))
             failpoints.hit("after-write")
         except BaseException:
             delete_prefix(self.lake.config, run.directory, view.io)
             raise
-        finally:
-            for frame in kept:
-                frame.unpersist()
         return self._publish(run, cursor, snapshot_id, new_horizons, read, "first run" if cursor is None else reason)
 
-    def _horizons(self, new: DataFrame, horizons: Mapping[int, int], lag_ms: int) -> tuple[dict[int, int], int]:
+    def _horizons(self, new: DataFrame, horizons: Mapping[int, int], lag_ms: int, *,
+                  with_keys: bool) -> tuple[dict[int, int], int, int, int]:
         """Each partition's new horizon: its log end in the pinned snapshot, or under ``min.compaction.lag.ms``
         the first offset (at or above the horizon) whose timestamp is newer than ``now - lag``; never lower. And
-        how many source rows lie below the new horizons (the rows the run reads)."""
+        how many source rows lie below the new horizons (the rows the run reads), how many 64-offset words the
+        new rows span (a bound on the offset masks' rows) and, ``with_keys``, the bytes of their keys (a bound on
+        what the range's keys hold)."""
         from pyspark.sql import functions as F
 
         from compactor.attach import frames
@@ -178,9 +176,12 @@ class AttachedRun:
         bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST({OFFSET} & 63 AS INT))")
         words = new.groupBy(F.col(PARTITION), F.shiftright(F.col(OFFSET), 6).alias("w")).agg(
             F.count(F.lit(1)).alias("n"), F.bit_or(bit).alias("bits"), F.max(OFFSET).alias("hi"),
-            F.min(F.when(young, F.col(OFFSET))).alias("young"))
+            F.min(F.when(young, F.col(OFFSET))).alias("young"),
+            F.sum(frames.key_bytes(self.attached.mapping) if with_keys else F.lit(0)).alias("key_bytes"))
         ends = words.groupBy(PARTITION).agg(F.sum("n").alias("n"), F.sum(F.bit_count("bits")).alias("d"),
-                                            F.max("hi").alias("hi"), F.min("young").alias("young")).collect()
+                                            F.max("hi").alias("hi"), F.min("young").alias("young"),
+                                            F.count(F.lit(1)).alias("words"),
+                                            F.sum("key_bytes").alias("key_bytes")).collect()
         source = self.attached.mapping.source
         out = dict(horizons)
         read, limited = 0, False
@@ -198,7 +199,7 @@ class AttachedRun:
             out[int(row[PARTITION])] = max(end, horizons.get(int(row[PARTITION]), 0))
         if limited:  # some rows are too young: count those below the new horizons
             read = frames.below(new, out).count()
-        return out, read
+        return out, read, sum(int(r["words"]) for r in ends), sum(int(r["key_bytes"] or 0) for r in ends)
 
     def _view(self, spark: SparkSession, cursor: AttachedCursor) -> DataFrame:
         from compactor.attach import frames

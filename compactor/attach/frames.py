@@ -163,9 +163,9 @@ def range_keys(fresh: DataFrame, mapping: Mapping) -> DataFrame:
 
 
 def key_bytes(mapping: Mapping) -> Column:
-    """The bytes of a ``range_keys`` row's key columns (as text), to bound what a broadcast of them holds."""
-    return reduce(lambda a, b: a + b, [F.coalesce(F.octet_length(F.col(f"_compactor_k{i}").cast("string")), F.lit(0))
-                                       for i in range(len(mapping.keys))])
+    """The bytes of a row's key columns (as text), to bound what a broadcast of the range's keys holds."""
+    return reduce(lambda a, b: a + b, [F.coalesce(F.octet_length(path(k).cast("string")), F.lit(0))
+                                       for k in mapping.keys])
 
 
 def classify_view(view: DataFrame, keys: DataFrame, mapping: Mapping, now_ms: int, retain_null_keys: bool, *,

@@ -18,7 +18,7 @@ from compactor.iceberg.storage import list_files
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 DELETES = "deletes"
 # A side of a join is sent whole to every task (so the other side's rows are not shuffled) up to this many bytes
@@ -90,14 +90,3 @@ class Written:
         self.surviving_min_horizon = None if figures["min_horizon"] is None else int(figures["min_horizon"])
         self.deletes = collect_delete_files(self.config, location, self.io) if self.removed else []
 
-
-def small_enough(frame: DataFrame, row_bytes: int, extra: Column | None = None) -> tuple[DataFrame, bool]:
-    """``frame`` computed once and kept, and whether it is small enough to broadcast: its rows at ``row_bytes``
-    each plus the sum of ``extra`` over them (variable-width columns' bytes) within ``BROADCAST_BYTES``. The
-    caller unpersists it after use."""
-    from pyspark.sql import functions as F
-
-    kept = frame.persist()
-    figures = kept.agg(F.count(F.lit(1)).alias("n"), F.sum(extra if extra is not None else F.lit(0)).alias("b")).first()
-    assert figures is not None
-    return kept, int(figures["n"]) * row_bytes + int(figures["b"] or 0) <= BROADCAST_BYTES
