@@ -47,11 +47,11 @@ from compactor.attach.registry import (
     require_attached,
 )
 from compactor.clock import resolve_now_ms
-from compactor.compaction.phase1.latest import offset_masks
-from compactor.compaction.plan import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PARTITION
+from compactor.cursor.stats import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PARTITION
 from compactor.errors import PolicyError, TopicCorruptError
 from compactor.iceberg.storage import delete_prefix
 from compactor.results import JsonResult
+from compactor.spark.expressions import offset_bit, offset_masks
 from compactor.topics.settings import TopicSettings
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class AttachedRun:
         young = F.col(TIMESTAMP_MS) > F.lit(self.now_ms - lag_ms)
         # duplicates: per 64-offset word, rows counted against distinct offsets (bits set), so each task sends a
         # row per word of its rows' offsets, not per row
-        bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST({OFFSET} & 63 AS INT))")
+        bit = offset_bit(OFFSET)
         words = new.groupBy(F.col(PARTITION), F.shiftright(F.col(OFFSET), 6).alias("w")).agg(
             F.count(F.lit(1)).alias("n"), F.bit_or(bit).alias("bits"), F.max(OFFSET).alias("hi"),
             F.min(F.when(young, F.col(OFFSET))).alias("young"),

@@ -1,6 +1,6 @@
 """The Spark passes of one run of an attached log and what they wrote, under the run's directory of the view
 (``data/run-<run clock>-<id>/``): the new view rows (``write_rows``) and the position deletes of the view rows
-the run removes (``write_deletes``, with the native job's writer: ``compaction.phase2.deletes``). Their figures
+the run removes (``write_deletes``, with the native job's writer: ``iceberg.position_deletes``). Their figures
 come from Spark observations of the written rows, so nothing is read back."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from compactor.attach.frames import REMOVED
 from compactor.attach.publish import RUN_PREFIX
 from compactor.attach.registry import DELETE_HORIZON_MS, PARTITION, TOMBSTONE
-from compactor.compaction.phase2.deletes import collect_delete_files, write_position_deletes
 from compactor.config import LakeConfig
 from compactor.iceberg.manifests import DeleteFileInfo
+from compactor.iceberg.position_deletes import collect_delete_files, write_position_deletes
 from compactor.iceberg.storage import list_files
 
 if TYPE_CHECKING:

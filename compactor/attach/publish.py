@@ -2,7 +2,7 @@
 
 A run writes its files under one run directory of the view, ``data/run-<run clock>-<id>/``: the new view rows
 (Parquet written by Spark) and, for an incremental run, under ``deletes/``, the position deletes of the view
-rows it removes (``compaction.phase2.deletes``: the native job's writer). The commit builds one snapshot
+rows it removes (``iceberg.position_deletes``: the native job's writer). The commit builds one snapshot
 (``iceberg.snapshots.build_snapshot``, manifests from ``iceberg.manifests``) and moves ``main`` to it on condition
 that ``main`` is still the cursor ``C`` the run started from (``iceberg.commits.commit``), with the cursor in its
 summary:
