@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.compaction_bench import Bench, summarise
+from bench.eventlog import task_cpu_ms
 from bench.workload import Workload, append
 from compactor.attach.api import attach_table, compact_attached, detach_table
 from compactor.iceberg.commits import RefMove, commit
@@ -90,7 +91,16 @@ class AttachBench(Bench):
 
     def run(self) -> dict[str, Any]:
         results = {f"partitions={p}": self.run_partitions(p) for p in self.args.partitions}
-        self.spark.stop()
+        self.spark.stop()  # the event log is complete once the application ends
+        stages, windows = self.stages(), {label: (start, end) for label, start, end in self.windows}
+        for p in self.args.partitions:  # CPU ratios: the executors' task CPU (event log), and the processes' CPU
+            tag, result = f"p{p}", results[f"partitions={p}"]
+            for kind in ("full", "incremental"):
+                labels = [(f"{tag}:attached_{kind}:{r}", f"{tag}:native_{kind}:{r}") for r in range(self.args.repeats)]
+                result["ratios"][f"{kind} task cpu"] = summarise(
+                    [task_cpu_ms(stages, *windows[a]) / max(task_cpu_ms(stages, *windows[n]), 1.0) for a, n in labels])
+                result["ratios"][f"{kind} process cpu"] = summarise(
+                    [self.process_cpu[a] / max(self.process_cpu[n], 1e-3) for a, n in labels])
         return {"results": results, "load_average": Path("/proc/loadavg").read_text().split()[:3],
                 "windows": self.windows, "process_cpu_seconds": self.process_cpu}
 
@@ -114,8 +124,8 @@ def main() -> None:
     print(json.dumps({name: {"seconds": {k: v["median"] for k, v in r["seconds"].items()},
                              "ratios": r["ratios"]} for name, r in result["results"].items()}, indent=2))
     print("load average at the end:", result["load_average"], "medians of ratios:",
-          {name: {k: statistics.median(v["runs"]) for k, v in r["ratios"].items()}
-           for name, r in result["results"].items()})
+          json.dumps({name: {k: statistics.median(v["runs"]) for k, v in r["ratios"].items()}
+                      for name, r in result["results"].items()}, indent=2))
 
 
 if __name__ == "__main__":

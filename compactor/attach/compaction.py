@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
@@ -51,6 +52,7 @@ from compactor.cursor.stats import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PART
 from compactor.errors import PolicyError, TopicCorruptError
 from compactor.iceberg.storage import delete_prefix
 from compactor.results import JsonResult
+from compactor.spark.active import active_session, call_active
 from compactor.spark.expressions import offset_bit, offset_masks
 from compactor.topics.settings import TopicSettings
 
@@ -112,7 +114,6 @@ class AttachedRun:
             check_appends_above(source, attached.mapping, cursor.source_snapshot_id, pinned.snapshot_id,
                                 cursor.horizons)
         spark = self.lake.job_spark()
-        from compactor.spark.active import active_session
 
         with active_session(spark):
             for key, value in JOB_SETTINGS.items():  # the job session is the product's own
@@ -148,11 +149,17 @@ class AttachedRun:
             previous = self._view(spark, cursor) if cursor is not None and replace else None
             rows = frames.latest_per_key(previous, fresh, masks, mapping, self.now_ms, retain,
                                          broadcast=words * MASK_ROW_BYTES <= BROADCAST_BYTES)
-            run.write_rows(rows, self._columns(rows))
-            if not replace and cursor is not None:
+            if replace or cursor is None:
+                run.write_rows(rows, self._columns(rows))
+            else:  # the append pass and the delete pass, side by side (neither waits for the other)
                 small = read * KEY_ROW_BYTES + key_bytes <= BROADCAST_BYTES  # at most a key per row read
-                run.write_deletes(frames.classify_view(self._view(spark, cursor), frames.range_keys(fresh, mapping),
-                                                       mapping, self.now_ms, retain, broadcast=small))
+                classified = frames.classify_view(self._view(spark, cursor), frames.range_keys(fresh, mapping),
+                                                  mapping, self.now_ms, retain, broadcast=small)
+                with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                    passes = [pool.submit(call_active, spark, run.write_rows, rows, self._columns(rows)),
+                              pool.submit(call_active, spark, run.write_deletes, classified)]
+                for done in passes:
+                    done.result()
             failpoints.hit("after-write")
         except BaseException:
             delete_prefix(self.lake.config, run.directory, view.io)

@@ -1,7 +1,8 @@
 """The Spark passes of one run of an attached log and what they wrote, under the run's directory of the view
-(``data/run-<run clock>-<id>/``): the new view rows (``write_rows``) and the position deletes of the view rows
-the run removes (``write_deletes``, with the native job's writer: ``iceberg.position_deletes``). Their figures
-come from Spark observations of the written rows, so nothing is read back."""
+(``data/run-<run clock>-<id>/``): the new view rows (``write_rows``, in ``rows/``) and the position deletes of
+the view rows the run removes (``write_deletes``, in ``deletes/``, with the native job's writer:
+``iceberg.position_deletes``). Their figures come from Spark observations of the written rows, so nothing is read
+back."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame
 
-DELETES = "deletes"
+ROWS, DELETES = "rows", "deletes"  # the run directory's two parts, written side by side
 # A side of a join is sent whole to every task (so the other side's rows are not shuffled) up to this many bytes
 # (it passes through the driver): the range's offset masks (about 20 bytes a row, a row per 64 offsets) and the
 # range's keys (about 16 bytes plus the keys' own). Past it both sides are shuffled.
@@ -63,12 +64,13 @@ class Written:
         out = rows.select(*columns).observe(observed, F.count(F.lit(1)).alias("rows"),
                                             F.count(F.when(F.col(TOMBSTONE), F.lit(1))).alias("tombstones"),
                                             F.min(DELETE_HORIZON_MS).alias("min_horizon"))
-        out.write.mode("errorifexists").parquet(self._spark_path(self.directory))
+        location = f"{self.directory}/{ROWS}"
+        out.write.mode("errorifexists").parquet(self._spark_path(location))
         figures = observed.get
         self.rows, self.tombstones = int(figures["rows"]), int(figures["tombstones"])
         self.min_horizon = None if figures["min_horizon"] is None else int(figures["min_horizon"])
-        self.data_paths = [f.location for f in list_files(self.config, self.directory, self.io)
-                           if f.location.endswith(".parquet") and f"/{DELETES}/" not in f.location]
+        self.data_paths = [f.location for f in list_files(self.config, location, self.io)
+                           if f.location.endswith(".parquet")]
 
     def write_deletes(self, classified: DataFrame) -> None:
         """Write the positions of the rows ``classified`` marks ``REMOVED`` as position delete files (one

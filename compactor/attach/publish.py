@@ -1,8 +1,8 @@
 """Publishing a run of an attached log: one conditional commit on the view (docs/guarantees.md#attached-logs).
 
 A run writes its files under one run directory of the view, ``data/run-<run clock>-<id>/``: the new view rows
-(Parquet written by Spark) and, for an incremental run, under ``deletes/``, the position deletes of the view
-rows it removes (``iceberg.position_deletes``: the native job's writer). The commit builds one snapshot
+(Parquet written by Spark, under ``rows/``) and, for an incremental run, under ``deletes/``, the position deletes
+of the view rows it removes (``iceberg.position_deletes``: the native job's writer). The commit builds one snapshot
 (``iceberg.snapshots.build_snapshot``, manifests from ``iceberg.manifests``) and moves ``main`` to it on condition
 that ``main`` is still the cursor ``C`` the run started from (``iceberg.commits.commit``), with the cursor in its
 summary:
