@@ -107,7 +107,10 @@ def winning_offsets(fresh: DataFrame, mapping: Mapping, retain_null_keys: bool) 
     """Phase 1 over the range: each (partition, key tuple)'s highest offset (key tuples group null-safely),
     plus every keyless row's offset under ``retain_null_keys``, as columns ``partition`` and ``offset`` (the
     native job's names, so that ``phase1.latest.offset_masks`` packs them). Only narrow columns are shuffled."""
-    keyed = fresh.where(has_key(mapping)).groupBy(F.col(PARTITION), *[path(k) for k in mapping.keys]).agg(
+    key = [F.col(PARTITION), *[path(k) for k in mapping.keys]]
+    # shuffled by key first: a key's versions are spread over the source's files, so a partial aggregation
+    # before the exchange would hash nearly every row for little reduction
+    keyed = fresh.where(has_key(mapping)).repartition(*key).groupBy(*key).agg(
         F.max(OFFSET).alias("offset")).select(F.col(PARTITION).alias("partition"), "offset")
     if retain_null_keys:
         keyed = keyed.unionByName(fresh.where(~has_key(mapping)).select(F.col(PARTITION).alias("partition"),
