@@ -144,20 +144,25 @@ class AttachedRun:
         run = Written(self.now_ms, uuid.uuid4().hex[:12], view.metadata.location, self.lake.config, view.io)
         retain = settings.retain_null_keys
         replace = cursor is None or bool(reason)
-        try:
+        def append_pass() -> None:
             masks = offset_masks(frames.winning_offsets(fresh, mapping, retain))
             previous = self._view(spark, cursor) if cursor is not None and replace else None
             rows = frames.latest_per_key(previous, fresh, masks, mapping, self.now_ms, retain,
                                          broadcast=words * MASK_ROW_BYTES <= BROADCAST_BYTES)
+            run.write_rows(rows, self._columns(rows))
+
+        def delete_pass(cursor: AttachedCursor) -> None:
+            small = read * KEY_ROW_BYTES + key_bytes <= BROADCAST_BYTES  # at most a key per row read
+            run.write_deletes(frames.classify_view(self._view(spark, cursor), frames.range_keys(fresh, mapping),
+                                                   mapping, self.now_ms, retain, broadcast=small))
+
+        try:
             if replace or cursor is None:
-                run.write_rows(rows, self._columns(rows))
-            else:  # the append pass and the delete pass, side by side (neither waits for the other)
-                small = read * KEY_ROW_BYTES + key_bytes <= BROADCAST_BYTES  # at most a key per row read
-                classified = frames.classify_view(self._view(spark, cursor), frames.range_keys(fresh, mapping),
-                                                  mapping, self.now_ms, retain, broadcast=small)
+                append_pass()
+            else:  # side by side, each building its own query (neither waits for the other)
                 with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-                    passes = [pool.submit(call_active, spark, run.write_rows, rows, self._columns(rows)),
-                              pool.submit(call_active, spark, run.write_deletes, classified)]
+                    passes = [pool.submit(call_active, spark, append_pass), pool.submit(call_active, spark,
+                                                                                        delete_pass, cursor)]
                 for done in passes:
                     done.result()
             failpoints.hit("after-write")
