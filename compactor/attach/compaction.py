@@ -1,52 +1,60 @@
-"""One compaction run of an attached log (docs/guarantees.md#attached-logs), as a Spark job.
+"""One compaction run of an attached log (docs/guarantees.md#attached-logs), as Spark jobs.
 
 1. **pin**: the source's current snapshot ``S`` and the cursor ``C`` (the view's current snapshot), the settings
-   once; the view's schema follows columns added to the source (a change it cannot follow is an error naming
-   it, before anything is written).
+   once; the view's schema follows columns added to the source (``evolve``; a change it cannot follow is an
+   error naming it, before anything is written).
 2. **range**: the source rows of ``S`` at or above each partition's horizon, read with a filter on the source's
    own offset column, so Iceberg prunes data files by that column's statistics whatever the source's
    partitioning, file layout, snapshot history or maintenance (expired snapshots, rewritten files) did: the run
-   needs no snapshot but ``S``. One aggregate gives each partition's new log end, and refuses duplicate offsets.
-3. **latest per key**: over ``C``'s rows and the range; tombstones get their delete horizon when first written.
-4. **publish**: Spark writes the new view's Parquet files under the view's location; one pyiceberg commit on
-   the view replaces its files with them and records the cursor in the snapshot summary, on condition that
-   ``main`` is still ``C`` (else "cursor moved", and the run's files are deleted). The source is never written.
+   needs no snapshot but ``S``. One aggregate gives each partition's new horizon (its log end in ``S``, or under
+   ``min.compaction.lag.ms`` the first offset whose timestamp is newer than ``now - lag``), and refuses
+   duplicate offsets.
+3. **write**, under the run's directory of the view:
 
-The horizon is each partition's log end in ``S`` (``min.compaction.lag.ms`` is not applied to attached logs).
-The whole view is rewritten each run: the cost of a run is the new range plus the view (not the source).
+   * **incremental** (the normal case): the range's latest record per key (``frames.latest_per_key``), and
+     position deletes of the view rows the run removes, found by one pass over the view's narrow columns
+     (``frames.classify_view``: keys the range has again, tombstones past their delete horizon, keyless rows
+     under ``compaction.null-key=drop``). The view is never recopied: a run costs the range plus one narrow
+     pass over the view.
+   * **replace**: the first run, or once position deletes reach ``REWRITE_DELETED_RATIO`` of the live rows or
+     the view has ``REWRITE_FILES_PER_PARTITION`` data files per partition: the whole view written afresh.
+
+4. **publish** (``publish``): one commit on the view, conditional on ``main`` still being ``C`` (else "cursor
+   moved", and the run's files are deleted), with the cursor in the snapshot summary. The source is never
+   written.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException, ValidationError
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.schema import index_by_name
-from pyiceberg.table import TableProperties
-
+from compactor import failpoints
 from compactor.attach.cursor import AttachedCursor, current_cursor
+from compactor.attach.evolve import follow_schema
 from compactor.attach.guard import check_appends_above
-from compactor.attach.mapping import AttachError
+from compactor.attach.passes import BROADCAST_BYTES, Written
+from compactor.attach.publish import publish_view
 from compactor.attach.registry import (
-    DELETE_HORIZON_MS,
     OFFSET,
     PARTITION,
-    TOMBSTONE,
+    TIMESTAMP_MS,
     AttachedLog,
     require_attached,
-    source_part,
-    view_schema,
 )
 from compactor.clock import resolve_now_ms
-from compactor.errors import CursorMovedError, PolicyError, TopicCorruptError
-from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.storage import delete_prefix, list_files
+from compactor.cursor.stats import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PARTITION
+from compactor.errors import PolicyError, TopicCorruptError
+from compactor.iceberg.storage import delete_prefix
 from compactor.results import JsonResult
+from compactor.spark.active import active_session, call_active
+from compactor.spark.expressions import offset_bit, offset_masks
+from compactor.topics.settings import TopicSettings
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -55,6 +63,8 @@ if TYPE_CHECKING:
     from compactor.lake import Lake
 
 log = logging.getLogger(__name__)
+MASK_ROW_BYTES = 24  # a row of the offset masks (partition, word, mask) as Spark holds it
+KEY_ROW_BYTES = 32   # a row of the range's keys as Spark holds it, besides the key columns' own bytes
 JOB_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                 "spark.sql.parquet.compression.codec": "zstd"}
 
@@ -104,7 +114,6 @@ class AttachedRun:
             check_appends_above(source, attached.mapping, cursor.source_snapshot_id, pinned.snapshot_id,
                                 cursor.horizons)
         spark = self.lake.job_spark()
-        from compactor.spark.active import active_session
 
         with active_session(spark):
             for key, value in JOB_SETTINGS.items():  # the job session is the product's own
@@ -112,72 +121,135 @@ class AttachedRun:
             return self._compact(spark, source, pinned.snapshot_id, cursor, settings)
 
     def _compact(self, spark: SparkSession, source: Table, snapshot_id: int, cursor: AttachedCursor | None,
-                 settings: Any) -> AttachedCompactionResult:
+                 settings: TopicSettings) -> AttachedCompactionResult:
+        from compactor.attach import frames
+
+        attached, mapping = self.attached, self.attached.mapping
+        horizons = dict(cursor.horizons) if cursor else {}
+        raw = frames.read_snapshot(spark, frames.spark_table(self.lake.config.catalog_name, mapping.source),
+                                   snapshot_id)
+        new = frames.above(frames.source_rows(raw, mapping, source.schema(), min(horizons.values(), default=None)),
+                           horizons)
+        new_horizons, read, words, key_bytes = self._horizons(new, horizons, settings.min_compaction_lag_ms,
+                                                             with_keys=cursor is not None)
+        expiring = cursor is not None and cursor.min_delete_horizon_ms is not None \
+            and cursor.min_delete_horizon_ms <= self.now_ms
+        if new_horizons == horizons and not expiring:
+            return self._unchanged(cursor, snapshot_id, "nothing to compact: no new source rows past the horizons "
+                                   "and no tombstone past its delete horizon")
+        advanced = {p: h for p, h in new_horizons.items() if h != horizons.get(p)}
+        fresh = frames.with_delete_horizon(frames.below(new, advanced), self.now_ms, settings.delete_retention_ms)
+        reason = _rewrite_reason(attached.view, cursor, len(new_horizons))
+        view = attached.view
+        run = Written(self.now_ms, uuid.uuid4().hex[:12], view.metadata.location, self.lake.config, view.io)
+        retain = settings.retain_null_keys
+        replace = cursor is None or bool(reason)
+        def append_pass() -> None:
+            masks = offset_masks(frames.winning_offsets(fresh, mapping, retain))
+            previous = self._view(spark, cursor) if cursor is not None and replace else None
+            rows = frames.latest_per_key(previous, fresh, masks, mapping, self.now_ms, retain,
+                                         broadcast=words * MASK_ROW_BYTES <= BROADCAST_BYTES)
+            run.write_rows(rows, self._columns(rows))
+
+        def delete_pass(cursor: AttachedCursor) -> None:
+            small = read * KEY_ROW_BYTES + key_bytes <= BROADCAST_BYTES  # at most a key per row read
+            run.write_deletes(frames.classify_view(self._view(spark, cursor), frames.range_keys(fresh, mapping),
+                                                   mapping, self.now_ms, retain, broadcast=small))
+
+        try:
+            if replace or cursor is None:
+                append_pass()
+            else:  # side by side, each building its own query (neither waits for the other)
+                with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                    passes = [pool.submit(call_active, spark, append_pass), pool.submit(call_active, spark,
+                                                                                        delete_pass, cursor)]
+                for done in passes:
+                    done.result()
+            failpoints.hit("after-write")
+        except BaseException:
+            delete_prefix(self.lake.config, run.directory, view.io)
+            raise
+        return self._publish(run, cursor, snapshot_id, new_horizons, read, "first run" if cursor is None else reason)
+
+    def _horizons(self, new: DataFrame, horizons: Mapping[int, int], lag_ms: int, *,
+                  with_keys: bool) -> tuple[dict[int, int], int, int, int]:
+        """Each partition's new horizon: its log end in the pinned snapshot, or under ``min.compaction.lag.ms``
+        the first offset (at or above the horizon) whose timestamp is newer than ``now - lag``; never lower. And
+        how many source rows lie below the new horizons (the rows the run reads), how many 64-offset words the
+        new rows span (a bound on the offset masks' rows) and, ``with_keys``, the bytes of their keys (a bound on
+        what the range's keys hold)."""
         from pyspark.sql import functions as F
 
         from compactor.attach import frames
 
-        attached, mapping = self.attached, self.attached.mapping
-        catalog_name = self.lake.config.catalog_name
-        schema = source.schema()
-        horizons = dict(cursor.horizons) if cursor else {}
-        lowest = min(horizons.values()) if horizons and set(horizons) else None
-        raw = frames.read_snapshot(spark, frames.spark_table(catalog_name, mapping.source), snapshot_id)
-        new = frames.above(frames.source_rows(raw, mapping, schema, lowest), horizons)
-        ends = new.groupBy(PARTITION).agg(F.count(F.lit(1)).alias("n"), F.countDistinct(OFFSET).alias("d"),
-                                          F.max(OFFSET).alias("hi")).collect()
+        young = F.col(TIMESTAMP_MS) > F.lit(self.now_ms - lag_ms)
+        # duplicates: per 64-offset word, rows counted against distinct offsets (bits set), so each task sends a
+        # row per word of its rows' offsets, not per row
+        bit = offset_bit(OFFSET)
+        words = new.groupBy(F.col(PARTITION), F.shiftright(F.col(OFFSET), 6).alias("w")).agg(
+            F.count(F.lit(1)).alias("n"), F.bit_or(bit).alias("bits"), F.max(OFFSET).alias("hi"),
+            F.min(F.when(young, F.col(OFFSET))).alias("young"),
+            F.sum(frames.key_bytes(self.attached.mapping) if with_keys else F.lit(0)).alias("key_bytes"))
+        ends = words.groupBy(PARTITION).agg(F.sum("n").alias("n"), F.sum(F.bit_count("bits")).alias("d"),
+                                            F.max("hi").alias("hi"), F.min("young").alias("young"),
+                                            F.count(F.lit(1)).alias("words"),
+                                            F.sum("key_bytes").alias("key_bytes")).collect()
+        source = self.attached.mapping.source
+        out = dict(horizons)
+        read, limited = 0, False
         for row in ends:
-            if row["n"] != row["d"]:
-                raise TopicCorruptError(f"source {mapping.source} holds duplicate offsets in partition "
-                                        f"{row[PARTITION]} (offsets at or above {horizons.get(row[PARTITION], 0)}): "
-                                        "it is not an append-only log of one topic; nothing was written")
             if row[PARTITION] is None:
-                raise TopicCorruptError(f"source {mapping.source} has rows without a partition ('{mapping.partition}' "
-                                        "is null); nothing was written")
-        records_read = sum(int(r["n"]) for r in ends)
-        expiring = cursor is not None and cursor.min_delete_horizon_ms is not None \
-            and cursor.min_delete_horizon_ms <= self.now_ms
-        if records_read == 0 and not expiring:
-            return self._unchanged(cursor, snapshot_id, "nothing to compact: no new source rows and no tombstone "
-                                   "past its delete horizon")
-        new_horizons = {**horizons, **{int(r[PARTITION]): int(r["hi"]) + 1 for r in ends}}
-        fresh = frames.with_delete_horizon(new, self.now_ms, settings.delete_retention_ms)
-        view_columns = [f.name for f in attached.view.schema().fields]
-        previous = frames.read_snapshot(spark, frames.spark_table(catalog_name, attached.name.identifier),
-                                        cursor.snapshot_id) if cursor is not None else None
-        result = frames.latest_per_key(previous, fresh, mapping, self.now_ms, settings.retain_null_keys)
-        result = result.select(*[F.col(f"`{c}`") if c in result.columns else
-                                 F.lit(None).alias(c) for c in view_columns])
-        return self._publish(spark, result, cursor, snapshot_id, new_horizons, records_read)
+                raise TopicCorruptError(f"source {source} has rows without a partition "
+                                        f"('{self.attached.mapping.partition}' is null); nothing was written")
+            if row["n"] != row["d"]:
+                raise TopicCorruptError(f"source {source} holds duplicate offsets in partition {row[PARTITION]} "
+                                        f"(offsets at or above {horizons.get(row[PARTITION], 0)}): it is not an "
+                                        "append-only log of one topic; nothing was written")
+            end, read = int(row["hi"]) + 1, read + int(row["n"])
+            if lag_ms > 0 and row["young"] is not None:
+                end, limited = int(row["young"]), True
+            out[int(row[PARTITION])] = max(end, horizons.get(int(row[PARTITION]), 0))
+        if limited:  # some rows are too young: count those below the new horizons
+            read = frames.below(new, out).count()
+        return out, read, sum(int(r["words"]) for r in ends), sum(int(r["key_bytes"] or 0) for r in ends)
 
-    def _publish(self, spark: SparkSession, result: DataFrame, cursor: AttachedCursor | None, snapshot_id: int,
-                 horizons: dict[int, int], records_read: int) -> AttachedCompactionResult:
+    def _view(self, spark: SparkSession, cursor: AttachedCursor) -> DataFrame:
+        from compactor.attach import frames
+
+        return frames.read_snapshot(spark, frames.spark_table(self.lake.config.catalog_name,
+                                                              self.attached.name.identifier), cursor.snapshot_id)
+
+    def _columns(self, rows: DataFrame | None) -> list[Any]:
+        """The view's columns, in its order (a column the rows lack, null)."""
         from pyspark.sql import functions as F
 
+        names = rows.columns if rows is not None else None
+        return [F.col(f"`{c.name}`") if names is None or c.name in names else F.lit(None).alias(c.name)
+                for c in self.attached.view.schema().fields]
+
+    def _publish(self, run: Written, cursor: AttachedCursor | None, snapshot_id: int, horizons: dict[int, int],
+                 read: int, reason: str) -> AttachedCompactionResult:
         view = self.attached.view
-        directory = f"{view.metadata.location.rstrip('/')}/data/run-{self.now_ms}-{uuid.uuid4().hex[:12]}"
-        spark_directory = directory.replace("s3://", "s3a://", 1)
-        result.write.mode("errorifexists").parquet(spark_directory)
-        written = spark.read.parquet(spark_directory)
-        figures = written.agg(F.count(F.lit(1)).alias("rows"),
-                              F.sum(F.col(TOMBSTONE).cast("int")).alias("tombstones"),
-                              F.min(DELETE_HORIZON_MS).alias("min_horizon")).collect()[0]
-        files = [f.location for f in list_files(self.lake.config, directory, view.io)
-                 if f.location.endswith(".parquet")]
-        rows_before = int(cursor.stats.get("records_kept", 0)) if cursor else 0
-        stats = {"records_read": records_read, "records_kept": int(figures["rows"]),
-                 "records_removed": records_read + rows_before - int(figures["rows"]),
-                 "tombstones_kept": int(figures["tombstones"] or 0), "unparsable_strategy_values": 0,
-                 "files_written": len(files), "duration_ms": int((time.monotonic() - self.started) * 1000)}
-        new_cursor = AttachedCursor(0, horizons, snapshot_id, self.now_ms,
-                                    int(figures["min_horizon"]) if figures["min_horizon"] is not None else None, stats)
-        try:
-            committed = commit_view(view, files, new_cursor.summary())
-        except BaseException:
-            delete_prefix(self.lake.config, directory, view.io)
-            raise
-        log.info("published the view of attached log %s: %d source rows read, view %d -> %d rows",
-                 self.attached.name, records_read, rows_before, stats["records_kept"])
+        before = cursor.stats if cursor is not None else {}
+        replace = bool(reason)
+        kept = run.rows if replace else int(before.get("records_kept", 0)) - run.removed + run.rows
+        tombstones = run.tombstones if replace else \
+            int(before.get("tombstones_kept", 0)) - run.removed_tombstones + run.tombstones
+        lowest = [h for h in (run.min_horizon, None if replace else run.surviving_min_horizon) if h is not None]
+        stats = {"records_read": read, "records_kept": kept,
+                 "records_removed": read + int(before.get("records_kept", 0)) - kept,
+                 "tombstones_kept": tombstones, "unparsable_strategy_values": 0,
+                 "files_written": len(run.data_paths), "mode": "rewrite" if replace else "incremental",
+                 "rewrite_reason": reason, "position_deletes": run.removed if not replace else 0,
+                 "delete_files_written": len(run.deletes),
+                 "duration_ms": int((time.monotonic() - self.started) * 1000)}
+        new_cursor = AttachedCursor(0, horizons, snapshot_id, self.now_ms, min(lowest) if lowest else None, stats)
+        committed = publish_view(self.attached.catalog, self.lake.config, view,
+                                 cursor.snapshot_id if cursor else None, run.directory, run.data_paths, run.deletes,
+                                 new_cursor.summary(), replace=replace)
+        failpoints.hit("after-commit")
+        log.info("published the view of attached log %s (%s): %d source rows read, view %d -> %d rows",
+                 self.attached.name, stats["mode"], read, int(before.get("records_kept", 0)), kept)
         return AttachedCompactionResult(True, str(self.attached.name), committed, snapshot_id,
                                         {str(p): h for p, h in sorted(horizons.items())}, self.now_ms, stats,
                                         source=self.attached.mapping.source)
@@ -190,69 +262,19 @@ class AttachedRun:
                                         self.now_ms, {"records_read": 0}, reason, source=self.attached.mapping.source)
 
 
-def commit_view(view: Table, files: list[str], summary: dict[str, str]) -> int:
-    """Replace the view's files with ``files`` and record the cursor, in one commit conditional on ``main``
-    still being the snapshot ``view`` was loaded at; returns the new cursor's snapshot id."""
-    with translate_storage_errors(f"publishing the view {'.'.join(view.name())}"):
-        tx = view.transaction()
-        if view.current_snapshot() is not None:
-            tx.delete(AlwaysTrue(), snapshot_properties=summary)
-        if files:
-            tx.add_files(files, snapshot_properties=summary, check_duplicate_files=False)
-        else:
-            import pyarrow as pa
-
-            tx.append(pa.Table.from_pylist([], schema=view.schema().as_arrow()), snapshot_properties=summary)
-        try:
-            table = tx.commit_transaction()
-        except CommitFailedException as exc:
-            raise CursorMovedError(f"the cursor of {'.'.join(view.name())} moved while this run ran (another run "
-                                   f"published first): nothing was published ({exc})") from None
-    snapshot = table.current_snapshot()
-    assert snapshot is not None
-    return snapshot.snapshot_id
 
 
-def follow_schema(attached: AttachedLog, source: Table) -> None:
-    """Add to the view the columns added to the source (nested ones too); a change the view cannot follow (a
-    column whose type changed incompatibly) is an ``AttachError`` naming it, and nothing changes."""
-    wanted = view_schema(source.schema())
-    have = attached.view.schema()
-    missing = _new_paths(source_part(wanted), source_part(have))
-    for path in _common_paths(source_part(wanted), source_part(have)):
-        new_type, old_type = wanted.find_type(path), have.find_type(path)
-        if new_type.is_primitive and old_type.is_primitive and new_type != old_type \
-                and not _promotable(old_type, new_type):
-            raise AttachError(f"the source {attached.mapping.source} changed column '{path}' from {old_type} to "
-                              f"{new_type}: the view of {attached.name} cannot follow that change; nothing was written")
-    if not missing:
-        return
-    try:
-        with translate_storage_errors(f"adding columns to the view of {attached.name}"):
-            with attached.view.transaction() as tx, tx.update_schema() as update:
-                update.union_by_name(source_part(wanted))
-            view = attached.refresh().view
-            with view.transaction() as tx:
-                tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: view.schema().name_mapping.model_dump_json()})
-    except (ValidationError, ValueError) as exc:
-        raise AttachError(f"the source {attached.mapping.source} changed its schema in a way the view of "
-                          f"{attached.name} cannot follow ({exc}); nothing was written") from None
-    attached.refresh()
-    log.info("the view of %s follows the source's new column(s): %s", attached.name, ", ".join(missing))
-
-
-def _new_paths(wanted: Any, have: Any) -> list[str]:
-    have_names = set(index_by_name(have))
-    return sorted(n for n in index_by_name(wanted) if n not in have_names)
-
-
-def _common_paths(wanted: Any, have: Any) -> list[str]:
-    have_names = set(index_by_name(have))
-    return sorted(n for n in index_by_name(wanted) if n in have_names)
-
-
-def _promotable(old: Any, new: Any) -> bool:
-    from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
-
-    return (isinstance(old, IntegerType) and isinstance(new, LongType)) or \
-        (isinstance(old, FloatType) and isinstance(new, DoubleType))
+def _rewrite_reason(view: Table, cursor: AttachedCursor | None, partitions: int) -> str:
+    """Why this run writes the whole view afresh instead of deleting and appending ("" if it does not): position
+    deletes reached ``REWRITE_DELETED_RATIO`` of the live rows, or the view has ``REWRITE_FILES_PER_PARTITION``
+    data files per source partition (both from the cursor's snapshot summary)."""
+    snapshot = view.snapshot_by_id(cursor.snapshot_id) if cursor is not None else None
+    totals = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
+    deleted = int(totals.get("total-position-deletes", 0) or 0)
+    live = int(totals.get("total-records", 0) or 0) - deleted
+    files = int(totals.get("total-data-files", 0) or 0)
+    if deleted and deleted >= REWRITE_DELETED_RATIO * max(live, 1):
+        return f"position deletes ({deleted}) reached {REWRITE_DELETED_RATIO:.0%} of the view's {live} live rows"
+    if files >= REWRITE_FILES_PER_PARTITION * max(partitions, 1):
+        return f"the view has {files} data files ({REWRITE_FILES_PER_PARTITION} per partition or more)"
+    return ""

@@ -13,7 +13,7 @@ from collections.abc import Mapping as AnyMapping
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
@@ -91,25 +91,53 @@ def above(rows: DataFrame, horizons: AnyMapping[int, int]) -> DataFrame:
     return rows.where(reduce(lambda a, b: a | b, known) | ~F.col(PARTITION).isin(list(horizons)))
 
 
+def below(rows: DataFrame, horizons: AnyMapping[int, int]) -> DataFrame:
+    """Rows below their partition's horizon in ``horizons`` (partitions not in it: none)."""
+    if not horizons:
+        return rows.where(F.lit(False))
+    return rows.where(reduce(lambda a, b: a | b, [(F.col(PARTITION) == p) & (F.col(OFFSET) < h)
+                                                   for p, h in horizons.items()]))
+
+
 def has_key(mapping: Mapping) -> Column:
     return ~reduce(lambda a, b: a & b, [path(k).isNull() for k in mapping.keys])
 
 
-def latest_per_key(previous: DataFrame | None, fresh: DataFrame, mapping: Mapping, now_ms: int,
-                   retain_null_keys: bool) -> DataFrame:
+def winning_offsets(fresh: DataFrame, mapping: Mapping, retain_null_keys: bool) -> DataFrame:
+    """Phase 1 over the range: each (partition, key tuple)'s highest offset (key tuples group null-safely),
+    plus every keyless row's offset under ``retain_null_keys``, as columns ``partition`` and ``offset`` (the
+    native job's names, so that ``phase1.latest.offset_masks`` packs them). Only narrow columns are shuffled."""
+    key = [F.col(PARTITION), *[path(k) for k in mapping.keys]]
+    # shuffled by key first: a key's versions are spread over the source's files, so a partial aggregation
+    # before the exchange would hash nearly every row for little reduction
+    keyed = fresh.where(has_key(mapping)).repartition(*key).groupBy(*key).agg(
+        F.max(OFFSET).alias("offset")).select(F.col(PARTITION).alias("partition"), "offset")
+    if retain_null_keys:
+        keyed = keyed.unionByName(fresh.where(~has_key(mapping)).select(F.col(PARTITION).alias("partition"),
+                                                                         F.col(OFFSET).alias("offset")))
+    return keyed
+
+
+def latest_per_key(previous: DataFrame | None, fresh: DataFrame, masks: DataFrame, mapping: Mapping, now_ms: int,
+                   retain_null_keys: bool, *, broadcast: bool) -> DataFrame:
     """Each (partition, key tuple)'s highest-offset row over the view ``previous`` and the new range ``fresh``,
     tombstones whose delete horizon passed left out; keyless rows kept only when ``retain_null_keys``. Key
     tuples compare null-safely, column by column.
 
+    Phase 2 over the range: each row looks its bit up in ``masks`` (``winning_offsets`` packed by
+    ``offset_masks``: columns partition, word, mask; a bit per record of the range), joined on (partition,
+    offset >> 6); ``broadcast``, the masks go to every task and full rows are never shuffled.
+
     Every new offset of a partition is above every offset of the view's (the view holds offsets below the
-    horizon, the range those at or above it), so a key in the range wins over the view: only the range is ranked,
-    and the view's rows are kept unless the range has their key (an anti-join, which needs no shuffle of the view
-    when the range's keys are small enough to broadcast)."""
-    order = Window.partitionBy(F.col(PARTITION), *[path(k) for k in mapping.keys]).orderBy(F.col(OFFSET).desc())
-    ranked = fresh.where(has_key(mapping)).withColumn("_compactor_rank", F.row_number().over(order))
-    winners = ranked.where("_compactor_rank = 1").drop("_compactor_rank")
-    if retain_null_keys:
-        winners = winners.unionByName(fresh.where(~has_key(mapping)))
+    horizon, the range those at or above it), so a key in the range wins over the view: the view's rows are kept
+    unless the range has their key (an anti-join)."""
+    words = masks.select(F.col("partition").alias("_compactor_mp"), F.col("word").alias("_compactor_word"),
+                         F.col("mask").alias("_compactor_mask"))
+    words = F.broadcast(words) if broadcast else words.hint("shuffle_hash")
+    bit = F.expr(f"(shiftright(_compactor_mask, CAST({OFFSET} & 63 AS INT)) & 1) = 1")
+    winners = fresh.join(words, (F.col(PARTITION) == F.col("_compactor_mp"))
+                         & (F.shiftright(F.col(OFFSET), 6) == F.col("_compactor_word")), "inner").where(bit)
+    winners = winners.drop("_compactor_mp", "_compactor_word", "_compactor_mask")
     if previous is not None:
         pairs = [(k, f"_compactor_k{i}") for i, k in enumerate(mapping.keys)]
         keys = fresh.where(has_key(mapping)).select(
@@ -119,8 +147,51 @@ def latest_per_key(previous: DataFrame | None, fresh: DataFrame, mapping: Mappin
         kept = previous.where(~has_key(mapping) if retain_null_keys else F.lit(False)).unionByName(
             previous.where(has_key(mapping)).join(keys.distinct(), same, "left_anti"))
         winners = kept.unionByName(winners, allowMissingColumns=True)
-    alive = ~F.col(TOMBSTONE) | (F.col(DELETE_HORIZON_MS) > F.lit(now_ms))
-    return winners.where(alive)
+    return winners.where(alive(now_ms))
+
+
+def alive(now_ms: int) -> Column:
+    """A view row stays unless it is a tombstone whose delete horizon passed."""
+    return ~F.col(TOMBSTONE) | (F.col(DELETE_HORIZON_MS) > F.lit(now_ms))
+
+
+REMOVED = "_compactor_removed"
+
+
+def range_keys(fresh: DataFrame, mapping: Mapping) -> DataFrame:
+    """The distinct (partition, key tuple)s of the range's keyed rows, for ``classify_view``."""
+    return fresh.where(has_key(mapping)).select(
+        F.col(PARTITION).alias("_compactor_kp"),
+        *[path(k).alias(f"_compactor_k{i}") for i, k in enumerate(mapping.keys)]).distinct()
+
+
+def key_bytes(mapping: Mapping) -> Column:
+    """The bytes of a row's key columns (as text), to bound what a broadcast of the range's keys holds."""
+    return reduce(lambda a, b: a + b, [F.coalesce(F.octet_length(path(k).cast("string")), F.lit(0))
+                                       for k in mapping.keys])
+
+
+def classify_view(view: DataFrame, keys: DataFrame, mapping: Mapping, now_ms: int, retain_null_keys: bool, *,
+                  broadcast: bool) -> DataFrame:
+    """The view's rows in narrow columns (partition, tombstone, delete horizon, Iceberg's ``_file`` and ``_pos``),
+    each marked (column ``REMOVED``) with whether this run removes it: its key is in the range's ``keys``
+    (``range_keys``: any record of the key there is newer than the view's), it is a tombstone whose delete horizon
+    passed, or it is keyless and keyless rows are now dropped. ``view`` must be read from the table (so it has
+    the metadata columns); keys are joined null-safely, column by column (``broadcast``: sent to every task, so
+    the view is not shuffled)."""
+    pairs = [(k, f"_compactor_k{i}", f"_compactor_v{i}") for i, k in enumerate(mapping.keys)]
+    keys = keys.withColumn("_compactor_won", F.lit(True))
+    keys = F.broadcast(keys) if broadcast else keys.hint("shuffle_hash")
+    narrow = view.select(F.col(PARTITION), F.col(TOMBSTONE), F.col(DELETE_HORIZON_MS), F.col("_file"),
+                         F.col("_pos"), *[path(k).alias(v) for k, _, v in pairs])
+    same = reduce(lambda a, b: a & b, [F.col(v).eqNullSafe(F.col(n)) for _, n, v in pairs],
+                  F.col(PARTITION) == F.col("_compactor_kp"))
+    keyless = reduce(lambda a, b: a & b, [F.col(v).isNull() for _, _, v in pairs])
+    removed = F.col("_compactor_won").isNotNull() | ~alive(now_ms)
+    if not retain_null_keys:
+        removed = removed | keyless
+    return narrow.join(keys, same, "left").select(PARTITION, TOMBSTONE, DELETE_HORIZON_MS, "_file", "_pos",
+                                                  removed.alias(REMOVED))
 
 
 def with_delete_horizon(new_rows: DataFrame, now_ms: int, delete_retention_ms: int) -> DataFrame:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from compactor.attach.cursor import NOW_MS, current_cursor
 from compactor.attach.log import past_horizons
+from compactor.attach.publish import run_of
 from compactor.attach.records import column
 from compactor.attach.registry import AttachedLog, require_attached
 from compactor.clock import resolve_now_ms
@@ -138,8 +139,8 @@ def attached_retention(attached: AttachedLog, config: LakeConfig, *, now_ms: int
     data_dir = f"{view.metadata.location.rstrip('/')}/data"
     stale: list[str] = []
     for stored in list_files(config, data_dir, view.io):
-        run = stored.location.rsplit("/", 2)[-2]
-        if not run.startswith("run-") or run in kept_runs:
+        run = run_of(stored.location)
+        if run is None or run in kept_runs:
             continue
         failed_run_is_old = int(run.split("-")[1]) + settings.orphan_min_age_ms <= now
         if run in expired_runs or failed_run_is_old:
@@ -175,9 +176,10 @@ def retain_attached(lake: Lake, name: str, now_ms: int) -> AttachedRetention:
 
 
 def _runs(view: Table, snapshot_ids: list[int]) -> set[str]:
-    """The run directories (``run-<clock>-<id>``) the data files of these snapshots are in."""
-    return {task.file.file_path.rsplit("/", 2)[-2] for snapshot_id in snapshot_ids
-            for task in view.scan(snapshot_id=snapshot_id).plan_files()}
+    """The run directories (``run-<clock>-<id>``) the data and delete files of these snapshots are in."""
+    paths = {f.file_path for snapshot_id in snapshot_ids for task in view.scan(snapshot_id=snapshot_id).plan_files()
+             for f in (task.file, *task.delete_files)}
+    return {run for run in map(run_of, paths) if run is not None}
 
 
 def _keys(values: Mapping[int, int]) -> dict[str, int]:

@@ -14,15 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compactor.cursor import Cursor, ViewStats
+from compactor.cursor.stats import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PARTITION
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
 from compactor.topics.strategy import Strategy
 from compactor.topics.topic import RawFile
 
-# The view is rewritten whole (instead of deletes + appends) when position-deleted rows reach this share of
-# its live rows, or when it has this many data files per partition.
-REWRITE_DELETED_RATIO = 0.3
-REWRITE_FILES_PER_PARTITION = 64
 # A partition's winning keys are hashed in one task's memory up to this many records in its range (about 50 to
 # 100 bytes each); past it the joins on keys sort both sides instead, and spill.
 HASH_KEYS_LIMIT = 2_000_000

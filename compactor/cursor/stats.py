@@ -23,6 +23,12 @@ from compactor.results import JsonResult
 
 T = TypeVar("T")
 
+# A compacted view (a native topic's, an attached log's) is rewritten whole, instead of position deletes and
+# appends, when its position-deleted rows reach this share of its live rows, or when it has this many data files
+# per partition.
+REWRITE_DELETED_RATIO = 0.3
+REWRITE_FILES_PER_PARTITION = 64
+
 
 def _lower(a: int | None, b: int | None) -> int | None:
     """The smaller of two optional lower bounds (``None`` means no such row)."""

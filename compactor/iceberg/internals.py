@@ -18,7 +18,7 @@ module uses a private pyiceberg name).
   is sent by ``iceberg.commits.send`` (which tells a lost reply from a failed commit) rather than by
   ``commit_transaction`` (which cannot).
 * ``PositionDeleteManifestWriter``: pyiceberg's V2 manifest writer writing a delete manifest (its ``_meta``
-  names the content), for the position deletes compaction writes (``iceberg.manifests``, ``compaction.phase2.deletes``).
+  names the content), for the position deletes compaction writes (``iceberg.manifests``, ``iceberg.position_deletes``).
 * ``LakeSqlCatalog`` and ``apply_updates``: pyiceberg's ``SqlCatalog`` with a commit whose cost does not
   carry two copies of the whole table metadata (below), and whose ``load_table`` of a table that did not change
   since this catalog last loaded it costs one query, not a parse of its metadata.json (the consumers' change

@@ -2,7 +2,7 @@
 
 Every file the product adds to a table is registered here: a topic's data files, written by pyarrow
 (``producing.files``) or by Spark's tasks (``producing.spark_files``), become ``DataFile`` entries from their
-Parquet footers (``topic_data_file``); a compaction run's position-delete files (``compaction.phase2.deletes``)
+Parquet footers (``topic_data_file``); a compaction run's position-delete files (``iceberg.position_deletes``)
 become ``DataFile`` entries of content ``POSITION_DELETES`` (``DeleteFileInfo``). ``data_manifest`` writes an
 append's manifest and ``delete_manifest`` a cursor commit's delete manifest; ``iceberg.snapshots`` lists them in a
 snapshot. The delete manifest writer is pyiceberg's V2 writer with the content set to deletes
@@ -65,15 +65,16 @@ class DeleteFileInfo:
     min_path: str | None
     max_path: str | None
 
-    def data_file(self, spec_id: int) -> DataFile:
-        """The file as a ``DataFile`` entry of content ``POSITION_DELETES``."""
+    def data_file(self, spec_id: int, partitioned: bool = True) -> DataFile:
+        """The file as a ``DataFile`` entry of content ``POSITION_DELETES`` (of an unpartitioned table's spec
+        unless ``partitioned``)."""
         low, high = ({FILE_PATH_ID: self.min_path.encode()}, {FILE_PATH_ID: self.max_path.encode()}) \
             if self.min_path and self.max_path else (None, None)
         return DataFile.from_args(
             content=DataFileContent.POSITION_DELETES,
             file_path=self.location,
             file_format=FileFormat.PARQUET,
-            partition=Record(self.partition),
+            partition=Record(self.partition) if partitioned else Record(),
             record_count=self.record_count,
             file_size_in_bytes=self.size_bytes,
             lower_bounds=low,
@@ -113,7 +114,8 @@ def delete_manifest(table: Table, snapshot_id: int, files: Sequence[DeleteFileIn
     with writer:
         for info in files:
             writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
-                                                     data_file=info.data_file(spec.spec_id)))
+                                                     data_file=info.data_file(spec.spec_id,
+                                                                              not spec.is_unpartitioned())))
     return writer.to_manifest_file()
 
 

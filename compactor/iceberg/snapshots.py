@@ -96,19 +96,20 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
 
 def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str],
                    extra: Callable[[int], Sequence[ManifestFile]] | None = None,
-                   counters: Mapping[str, str] | None = None) -> Snapshot:
-    """A snapshot with the parent's content and extra summary properties.
+                   counters: Mapping[str, str] | None = None, *, carry: bool = True,
+                   operation: Operation | None = None) -> Snapshot:
+    """A snapshot with the parent's content (none unless ``carry``) and extra summary properties.
 
     ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
     commit adds the run's position deletes this way, ``manifests.delete_manifest``), with their summary
     ``counters``. Hand-built: pyiceberg 0.12's public snapshot producers write every added file into a data
     manifest (``_SnapshotProducer._manifests``), so they cannot add the run's position delete files, which need a
-    delete manifest.
+    delete manifest. ``operation`` defaults to a delete if ``extra`` adds manifests, else an append.
     """
     snapshot_id = table.metadata.new_snapshot_id()
-    manifests = list(parent.manifests(table.io)) if parent is not None else []
+    manifests = list(parent.manifests(table.io)) if parent is not None and carry else []
     added = list(extra(snapshot_id)) if extra is not None else []
-    operation = Operation.DELETE if added else Operation.APPEND
+    operation = operation or (Operation.DELETE if added else Operation.APPEND)
     return _snapshot(table, parent, snapshot_id, f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro", [*manifests, *added],
                      Summary(operation=operation, **dict(counters or {}), **dict(properties)))
 

@@ -1,6 +1,7 @@
 """Incremental = full on an attached log: a random log (two partitions, offsets with gaps, a composite key with
-nulls, tombstones) appended in slices and compacted after each, against one full run of a second attached log on
-the same source and against a reference model; under both null-key policies."""
+nulls, tombstones) appended in slices and compacted after each (position deletes and appends, and a rewrite once
+deletes pile up), against one full run of a second attached log on the same source and against a reference
+model; under both null-key policies."""
 
 from __future__ import annotations
 
@@ -52,9 +53,11 @@ def test_incremental_runs_equal_one_full_run_and_the_model(lake: Lake, spark: ob
     settings = {"compaction.null-key": null_key}
     attach_table(lake, "lake.incremental", table="sink.random", layout="kafka-connect",
                  key_columns=["id", "region"], config=settings)
-    for lo, hi in ((0, 25), (25, 26), (26, 60)):
+    modes = []
+    for lo, hi in ((0, 25), (25, 26), (26, 40), (40, 60)):
         source.append(connect_rows(source, rows[lo:hi]))
-        compact_attached(lake, "lake.incremental", now_ms=BASE_MS + hi)
+        modes.append(compact_attached(lake, "lake.incremental", now_ms=BASE_MS + hi).stats["mode"])
+    assert modes[:2] == ["rewrite", "incremental"]  # the first run writes the view; the next ones delete and add
     attach_table(lake, "lake.full", table="sink.random", layout="kafka-connect", key_columns=["id", "region"],
                  config=settings)
     compact_attached(lake, "lake.full", now_ms=BASE_MS + 60)

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from compactor.compaction import execution
 from compactor.compaction.execution import PARTITIONED, SLICED, choose_layout, estimate_work, makespan, split_bytes
 from compactor.compaction.plan import (
-    REWRITE_DELETED_RATIO,
     CompactionPlan,
     make_plan,
     previous_horizons,
     rewrite_reason,
 )
 from compactor.cursor import CompactionStats, Cursor, ViewStats
+from compactor.cursor.stats import REWRITE_DELETED_RATIO
 from compactor.errors import InputError
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets

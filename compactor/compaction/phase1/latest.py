@@ -20,7 +20,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from compactor.schema import KEY, MASK, OFFSET, PARTITION, WORD, WORD_BITS, WORD_SHIFT
+from compactor.schema import KEY, MASK, OFFSET, PARTITION, WORD, WORD_SHIFT
+from compactor.spark.expressions import offset_bit, offset_masks
 
 NARROW_COLUMNS = (PARTITION, KEY, OFFSET)
 
@@ -31,17 +32,6 @@ def latest_offsets(range_rows: DataFrame) -> DataFrame:
             .select(PARTITION, KEY, OFFSET)
             .groupBy(PARTITION, KEY)
             .agg(F.max(OFFSET).alias(OFFSET)))
-
-
-def offset_bit() -> Column:
-    """A row's bit in its word's mask: ``1 << (offset mod 64)``."""
-    return F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT))")
-
-
-def offset_masks(winners: DataFrame) -> DataFrame:
-    """The winners as one 64-bit mask per 64 consecutive offsets: ``(partition, word, mask)``."""
-    return (winners.select(PARTITION, F.shiftright(F.col(OFFSET), WORD_SHIFT).alias(WORD), offset_bit().alias(MASK))
-            .groupBy(PARTITION, WORD).agg(F.bit_or(MASK).alias(MASK)))
 
 
 def scratch_rows(winners: DataFrame, *, with_keys: bool) -> DataFrame:

@@ -25,8 +25,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from compactor import schema as ts  # the scratch table's layout: ts.WORD, ts.MASK, ts.FILE_PATH, ts.POS
-from compactor.compaction.phase1.latest import offset_bit
 from compactor.schema import DELETE_HORIZON, HEADERS, KEY, OFFSET, PARTITION, RECORD_BYTES, TIMESTAMP
+from compactor.spark.expressions import offset_bit
 from compactor.topics.strategy import HEADER_STRATEGY, LONG_BYTES, TIMESTAMP_STRATEGY, Strategy
 
 LOST = "__compactor_lost"

@@ -25,6 +25,7 @@ from compactor.compaction.execution import apply_settings, job_description, read
 from compactor.compaction.phase1 import latest, ranking
 from compactor.compaction.scratch import create_scratch
 from compactor.schema import KEY, OFFSET, PARTITION
+from compactor.spark.expressions import offset_masks
 from compactor.topics.strategy import HEADER_STRATEGY, TIMESTAMP_STRATEGY
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
         narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes)
         found = latest.latest_offsets(narrow.select(*latest.NARROW_COLUMNS))
         return Winners(None, None, 0, int((time.monotonic() - started) * 1000),
-                       InlineWinners(latest.offset_masks(found), found.select(PARTITION, KEY)))
+                       InlineWinners(offset_masks(found), found.select(PARTITION, KEY)))
     create_scratch(catalog, run.name, run.view_location, plan.now_ms, run.run_id, contest=plan.contests_view)
     # sliced: the scan is split into slices and the aggregation exchanges (partition, key, offset); partitioned:
     # the scan is grouped by partition and the aggregation runs in place

@@ -4,7 +4,8 @@ The normal case. Two independent Spark jobs run side by side on the staging bran
 
 * the **delete pass** reads the view's narrow columns (partition, key, delete horizon, record bytes, and
   Iceberg's ``_file``/``_pos``), marks the rows the run removes (``rows.classify_view``) and writes their
-  positions as Iceberg position-delete files, registered by the cursor commit (``deletes``, ``publish``);
+  positions as Iceberg position-delete files, registered by the cursor commit (``iceberg.position_deletes``,
+  ``publish``);
 * the **append pass** joins the range's full rows with phase 1's masks (``rows.new_view_rows``) and appends
   the kept rows, tombstones stamped with their delete horizon.
 
@@ -31,11 +32,11 @@ from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
 from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import frames, rows
-from compactor.compaction.phase2.deletes import collect_delete_files, write_position_deletes
 from compactor.compaction.phase2.outcome import Phase2Result, RangeFigures
 from compactor.config import LakeConfig
 from compactor.cursor import ViewStats
 from compactor.iceberg.manifests import DeleteFileInfo
+from compactor.iceberg.position_deletes import collect_delete_files, write_position_deletes
 from compactor.spark.active import call_active
 
 

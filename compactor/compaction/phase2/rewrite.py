@@ -1,7 +1,7 @@
 """Phase 2, rewrite: write the whole compacted view afresh on the staging branch.
 
-Used when position deletes pile up (``plan.REWRITE_DELETED_RATIO`` of the live rows) or the view has too many
-files (``plan.REWRITE_FILES_PER_PARTITION`` per partition), so reads stay fast; and on request. The view's
+Used when position deletes pile up (``cursor.stats.REWRITE_DELETED_RATIO`` of the live rows) or the view has too
+many files (``cursor.stats.REWRITE_FILES_PER_PARTITION`` per partition), so reads stay fast; and on request. The view's
 surviving rows (``rows.surviving_rows``: the complement of what an incremental run would delete) and the new
 range's kept rows are written together, each task's rows sorted by offset, replacing every data and delete
 file of the branch.

@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from compactor.compaction.phase1 import latest
 from compactor.compaction.phase2 import rows as phase2_rows
+from compactor.spark.expressions import offset_masks
 
 pytestmark = pytest.mark.spark
 DAY = 86_400_000
@@ -32,7 +33,7 @@ def test_phase_two_keeps_exactly_the_winning_offsets_across_mask_words(spark: Sp
         .selectExpr("*", "timestamp_millis(0) AS timestamp", "CAST(NULL AS array<struct<key:string,value:binary>>) "
                     "AS headers")
     for retain in (False, True):
-        masks = latest.offset_masks(latest.latest_offsets(df))
+        masks = offset_masks(latest.latest_offsets(df))
         kept = phase2_rows.new_view_rows(df, masks, retain_null_keys=retain, now_ms=1, delete_retention_ms=DAY)
         got = [(r["partition"], r["offset"]) for r in kept.collect()]
         want = sorted({(p, o) for (p, _), o in winners.items()}

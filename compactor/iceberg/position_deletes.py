@@ -1,4 +1,5 @@
-"""Position deletes written by the classification pass itself, and registered by the cursor commit.
+"""Position deletes written by a Spark pass, and registered by the commit that publishes them: a native
+compaction run's delete pass (``compaction.phase2.incremental``) and an attached log's (``attach.passes``).
 
 Spark's row-level ``DELETE`` would scan and join the view a second time, then sort and repartition before
 writing (3.5 s of a 4.9 s incremental run on the benchmark). Instead, the pass that finds the rows a run
