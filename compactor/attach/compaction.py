@@ -128,8 +128,7 @@ class AttachedRun:
         horizons = dict(cursor.horizons) if cursor else {}
         raw = frames.read_snapshot(spark, frames.spark_table(self.lake.config.catalog_name, mapping.source),
                                    snapshot_id)
-        new = frames.above(frames.source_rows(raw, mapping, source.schema(), min(horizons.values(), default=None)),
-                           horizons)
+        new = frames.above(frames.source_rows(raw, mapping, source.schema(), horizons), horizons)
         new_horizons, read, words, key_bytes = self._horizons(new, horizons, settings.min_compaction_lag_ms,
                                                              with_keys=cursor is not None)
         expiring = cursor is not None and cursor.min_delete_horizon_ms is not None \

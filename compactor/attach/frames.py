@@ -41,11 +41,16 @@ def read_snapshot(spark: SparkSession, table: str, snapshot_id: int | None) -> D
     return reader.load(table)
 
 
-def source_rows(source: DataFrame, mapping: Mapping, schema: Schema, lowest_offset: int | None = None) -> DataFrame:
-    """The source rows with the bookkeeping columns; ``lowest_offset`` filters on the source's own offset column
-    first, so Iceberg prunes data files by that column's statistics (whatever the source is partitioned by)."""
-    if lowest_offset is not None:
-        source = source.where(path(mapping.offset) >= F.lit(lowest_offset))
+def source_rows(source: DataFrame, mapping: Mapping, schema: Schema,
+                horizons: AnyMapping[int, int] | None = None) -> DataFrame:
+    """The source rows with the bookkeeping columns; ``horizons`` filters on the source's own offset column first
+    (offsets at or above the lowest horizon, or in a partition with no horizon), so Iceberg prunes data files by
+    those columns' statistics (whatever the source is partitioned by). Callers keep each partition's own horizon
+    with ``above``."""
+    if horizons:
+        known = path(mapping.partition).isin([int(p) for p in horizons])
+        source = source.where((path(mapping.offset) >= F.lit(min(horizons.values()))) | ~known
+                              | path(mapping.partition).isNull())
     timestamp_type = source.select(path(mapping.timestamp)).schema.fields[0].dataType
     stamp = path(mapping.timestamp)
     millis = stamp.cast("long") if isinstance(timestamp_type, LongType) else F.unix_millis(stamp.cast("timestamp"))

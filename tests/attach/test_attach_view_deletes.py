@@ -162,3 +162,20 @@ def test_a_killed_run_leaves_the_previous_cursor(lake: Lake, spark: object) -> N
     later = BASE_MS + 2 + attached.settings.orphan_min_age_ms + attached.settings.cursor_retain_ms
     attached_retention(attached, lake.config, now_ms=later)
     assert len(run_directories(lake, "lake.kill")) == 2  # the killed run's directory went; both live runs stay
+
+
+def test_a_partition_that_appears_later_is_compacted_from_its_first_offset(lake: Lake, spark: object) -> None:
+    """A source partition the cursor does not know yet (a Kafka partition added later) is compacted from its
+    first offset, even below every other partition's horizon."""
+    source = connect_table(lake.catalog, "sink.grown")
+    source.append(connect_rows(source, [row(f"k{o % 3}", o, 0, o) for o in range(10)]))
+    attach_table(lake, "lake.grown", table="sink.grown", layout="kafka-connect", key_columns=["id"])
+    assert compact_attached(lake, "lake.grown", now_ms=BASE_MS).horizons == {"0": 10}
+    source.append(connect_rows(source, [row("x", 1, 1, 0), row("y", 2, 1, 1), row("x", 3, 1, 2)]))
+    result = compact_attached(lake, "lake.grown", now_ms=BASE_MS)
+    assert result.horizons == {"0": 10, "1": 3} and result.stats["records_read"] == 3
+    attached = load_attached(lake.catalog, "lake.grown")
+    assert attached is not None
+    view = attached.view.scan(selected_fields=(PARTITION, OFFSET, "id")).to_arrow().to_pylist()
+    assert sorted((r[PARTITION], r[OFFSET], r["id"]) for r in view) == [
+        (0, 7, "k1"), (0, 8, "k2"), (0, 9, "k0"), (1, 1, "y"), (1, 2, "x")]
