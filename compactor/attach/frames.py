@@ -48,9 +48,8 @@ def source_rows(source: DataFrame, mapping: Mapping, schema: Schema,
     those columns' statistics (whatever the source is partitioned by). Callers keep each partition's own horizon
     with ``above``."""
     if horizons:
-        known = path(mapping.partition).isin([int(p) for p in horizons])
-        source = source.where((path(mapping.offset) >= F.lit(min(horizons.values()))) | ~known
-                              | path(mapping.partition).isNull())
+        source = source.where((path(mapping.offset) >= F.lit(min(horizons.values())))
+                              | unknown_partition(path(mapping.partition), horizons))
     timestamp_type = source.select(path(mapping.timestamp)).schema.fields[0].dataType
     stamp = path(mapping.timestamp)
     millis = stamp.cast("long") if isinstance(timestamp_type, LongType) else F.unix_millis(stamp.cast("timestamp"))
@@ -61,6 +60,16 @@ def source_rows(source: DataFrame, mapping: Mapping, schema: Schema,
         millis.alias(TIMESTAMP_MS),
         F.coalesce(tombstone_condition(mapping, schema), F.lit(False)).alias(TOMBSTONE),
     ), mapping)
+
+
+def unknown_partition(partition: Column, horizons: AnyMapping[int, int]) -> Column:
+    """Whether a row's partition has no horizon, in predicates Iceberg prunes files by (the partition column's
+    bounds and null counts): below or above the known partitions, a gap between them, or null. A ``NOT IN``
+    would keep every file whose bounds span the known partitions, i.e. every file of the source."""
+    known = sorted(int(p) for p in horizons)
+    gaps = sorted(set(range(known[0], known[-1] + 1)) - set(known))
+    unknown = (partition < F.lit(known[0])) | (partition > F.lit(known[-1])) | partition.isNull()
+    return unknown | partition.isin(gaps) if gaps else unknown
 
 
 def tombstone_condition(mapping: Mapping, schema: Schema) -> Column:
