@@ -131,7 +131,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """On a pytest-xdist worker under ``--dist loadgroup``, refuse the run if xdist could not mark the groups
     (pytest 9.2 with pytest-xdist 3.8 ignores them; infra/constraints.txt): each worker would start its own
-    JVM servers."""
+    JVM servers. The worker stops before any test runs; xdist's controller then reports an INTERNALERROR
+    (``assert not '<test id>'``) and no test runs, instead of a run that silently loses its groups."""
     if not getattr(session.config.option, "loadgroup", False):
         return
     lost = [item.nodeid for item in session.items
