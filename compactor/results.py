@@ -8,6 +8,7 @@ dataclass (nested results included) as the JSON object the command line prints.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -17,3 +18,17 @@ class JsonResult:
     def as_json(self) -> dict[str, Any]:
         result: dict[str, Any] = dataclasses.asdict(self)  # type: ignore[call-overload]
         return result
+
+
+@dataclass
+class CompactOutcome(JsonResult):
+    """The fields every ``compact`` result starts with, a topic's (``compactor.compaction.job.CompactionResult``)
+    and an attached log's (``compactor.attach.compaction.AttachedCompactionResult``): the ``compact`` fields of
+    docs/reference.md#json-results, in this order."""
+
+    committed: bool
+    topic: str
+    compacted_snapshot_id: int | None
+    raw_snapshot_id: int | None
+    horizons: dict[str, int]
+    run_time_ms: int

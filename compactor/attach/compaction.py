@@ -51,7 +51,7 @@ from compactor.clock import resolve_now_ms
 from compactor.cursor.stats import REWRITE_DELETED_RATIO, REWRITE_FILES_PER_PARTITION
 from compactor.errors import PolicyError, TopicCorruptError
 from compactor.iceberg.storage import delete_prefix
-from compactor.results import JsonResult
+from compactor.results import CompactOutcome
 from compactor.spark.active import active_session, call_active
 from compactor.spark.expressions import offset_bit, offset_masks
 from compactor.topics.settings import TopicSettings
@@ -70,16 +70,10 @@ JOB_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 
 
 @dataclass
-class AttachedCompactionResult(JsonResult):
+class AttachedCompactionResult(CompactOutcome):
     """What ``compactor compact`` prints for an attached log (the ``compact`` fields of
     docs/reference.md#json-results)."""
 
-    committed: bool
-    topic: str
-    compacted_snapshot_id: int | None
-    raw_snapshot_id: int | None
-    horizons: dict[str, int]
-    run_time_ms: int
     stats: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     strategy: str = "offset"

@@ -46,7 +46,7 @@ from compactor.cursor import CompactionStats, Cursor, ViewStats
 from compactor.errors import CommitConflictError, TopicCorruptError
 from compactor.metrics import compaction_metrics
 from compactor.progress import Listener, Progress
-from compactor.results import JsonResult
+from compactor.results import CompactOutcome
 from compactor.spark.active import active_session
 from compactor.topics.naming import TopicName
 from compactor.topics.topic import Topic
@@ -56,16 +56,10 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class CompactionResult(JsonResult):
+class CompactionResult(CompactOutcome):
     """The outcome of a run, printed by ``compactor compact`` as JSON (docs/reference.md#json-results ``compact``
     fields)."""
 
-    committed: bool
-    topic: str
-    compacted_snapshot_id: int | None
-    raw_snapshot_id: int | None
-    horizons: dict[str, int]
-    run_time_ms: int
     stats: CompactionStats
     reason: str = ""
     previous_cursor: int | None = None
