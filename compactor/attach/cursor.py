@@ -25,6 +25,24 @@ MIN_DELETE_HORIZON = "compactor.attached.min-delete-horizon-ms"
 
 
 @dataclass(frozen=True)
+class UnknownPartitions:
+    """The partitions without a horizon, as the predicates both engines prune data files by (a partition
+    column's bounds and null counts): below ``lowest`` or above ``highest`` of the known ones, one of the
+    ``gaps`` between them, or null. A ``NOT IN`` of the known partitions would match every file whose bounds
+    span them, i.e. every file of a source that mixes partitions in its files."""
+
+    lowest: int
+    highest: int
+    gaps: tuple[int, ...]
+
+    @classmethod
+    def of(cls, horizons: Mapping[int, int]) -> UnknownPartitions:
+        """The split for non-empty ``horizons``."""
+        known = sorted(int(p) for p in horizons)
+        return cls(known[0], known[-1], tuple(sorted(set(range(known[0], known[-1] + 1)) - set(known))))
+
+
+@dataclass(frozen=True)
 class AttachedCursor:
     """Horizons per source partition, the source snapshot the run read, its clock and statistics."""
 

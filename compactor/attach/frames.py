@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
+from compactor.attach.cursor import UnknownPartitions
 from compactor.attach.mapping import NULL_VALUE, AttachError, Mapping
 from compactor.attach.registry import DELETE_HORIZON_MS, OFFSET, PARTITION, TIMESTAMP_MS, TOMBSTONE
 from compactor.topics.naming import spark_quoted
@@ -63,13 +64,11 @@ def source_rows(source: DataFrame, mapping: Mapping, schema: Schema,
 
 
 def unknown_partition(partition: Column, horizons: AnyMapping[int, int]) -> Column:
-    """Whether a row's partition has no horizon, in predicates Iceberg prunes files by (the partition column's
-    bounds and null counts): below or above the known partitions, a gap between them, or null. A ``NOT IN``
-    would keep every file whose bounds span the known partitions, i.e. every file of the source."""
-    known = sorted(int(p) for p in horizons)
-    gaps = sorted(set(range(known[0], known[-1] + 1)) - set(known))
-    unknown = (partition < F.lit(known[0])) | (partition > F.lit(known[-1])) | partition.isNull()
-    return unknown | partition.isin(gaps) if gaps else unknown
+    """Whether a row's partition has no horizon (``cursor.UnknownPartitions``: never a ``NOT IN``, which Iceberg
+    cannot prune files by)."""
+    split = UnknownPartitions.of(horizons)
+    unknown = (partition < F.lit(split.lowest)) | (partition > F.lit(split.highest)) | partition.isNull()
+    return unknown | partition.isin(list(split.gaps)) if split.gaps else unknown
 
 
 def tombstone_condition(mapping: Mapping, schema: Schema) -> Column:

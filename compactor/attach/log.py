@@ -16,17 +16,17 @@ from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In, Not, Or, Reference
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In, IsNull, Or, Reference
 from pyiceberg.table import FileScanTask, Table
 
-from compactor.attach.cursor import current_cursor
+from compactor.attach.cursor import UnknownPartitions, current_cursor
 from compactor.attach.guard import int_bound
 from compactor.attach.mapping import Mapping as ColumnMapping
 from compactor.attach.records import column
 from compactor.attach.registry import AttachedLog, require_attached
 from compactor.errors import NotATopicError
 from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.expressions import at_least, equal
+from compactor.iceberg.expressions import at_least, below, equal
 from compactor.iceberg.scan import TaskReader, tasks_matching
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
@@ -124,12 +124,17 @@ def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | Non
 
 
 def past_horizons(mapping: ColumnMapping, horizons: Mapping[int, int]) -> BooleanExpression:
-    """Rows at or above their partition's horizon, and every row of a partition without one."""
+    """Rows at or above their partition's horizon, and every row of a partition without one (picked as
+    ``cursor.UnknownPartitions`` says, so that pyiceberg skips the files that hold neither)."""
     if not horizons:
         return AlwaysTrue()
     known = [And(equal(mapping.partition, p), at_least(mapping.offset, h)) for p, h in sorted(horizons.items())]
-    others: BooleanExpression = Not(In(term=Reference(mapping.partition), literals=set(horizons)))
-    return Or(others, *known) if known else others
+    split = UnknownPartitions.of(horizons)
+    others = [below(mapping.partition, split.lowest), at_least(mapping.partition, split.highest + 1),
+              IsNull(term=Reference(mapping.partition))]
+    if split.gaps:
+        others.append(In(term=Reference(mapping.partition), literals=set(split.gaps)))
+    return Or(*others, *known)
 
 
 __all__ = ["AttachedTopic", "past_horizons", "source_offsets"]

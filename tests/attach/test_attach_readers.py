@@ -178,3 +178,25 @@ def test_read_and_consume_on_an_attached_log_in_a_fresh_process(lake: Lake, spar
                                                        (1, 20, 50)]
     again = cli(lake, "consume", T, "--group", "cli", "--compacted", "--timeout-ms", "200")
     assert again.returncode == 0 and again.stdout == "", again.stderr  # committed: nothing comes twice
+
+
+def test_offsets_and_status_read_only_the_source_files_past_the_horizons(lake: Lake) -> None:
+    """The row filter for "past the horizons" (``attach.log.past_horizons``) lets pyiceberg skip every source file
+    below the horizons of the partitions it knows, although each file mixes partitions, and keeps a file of a
+    partition without a horizon (a ``NOT IN`` of the known partitions skipped none)."""
+    from compactor.attach.log import past_horizons
+    from compactor.iceberg.scan import tasks_matching
+
+    def rows(partitions: range, offsets: range) -> list[dict[str, Any]]:
+        return [{"id": f"k{o}", "region": "eu", "amount": o, "_kafka_metadata_partition": p,
+                 "_kafka_metadata_offset": o, "_kafka_metadata_timestamp": BASE_MS}
+                for p in partitions for o in offsets]
+
+    source = connect_table(lake.catalog, "sink.files")
+    for partitions, offsets in ((range(2), range(10)), (range(2), range(10, 20)), (range(3, 4), range(4))):
+        source.append(connect_rows(source, rows(partitions, offsets)))
+    attached = attach_table(lake, "lake.files", table="sink.files", layout="kafka-connect", key_columns=["id"])
+    tasks = list(source.refresh().scan().plan_files())
+    kept = tasks_matching(source.schema(), tasks, past_horizons(attached.mapping, {0: 10, 1: 12}))
+    assert len(tasks) == 3 and len(kept) == 2
+    assert {task.file.record_count for task in kept} == {20, 4}  # the file of offsets 10..19, and partition 3's
