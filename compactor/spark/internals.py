@@ -17,6 +17,11 @@ standard error (``cli.submit``).
   ``getActiveSession`` consults and ``createDataFrame`` sets without restoring it.
 * ``java_call``: ``pyspark.sql.column._to_seq`` and ``_to_java_column``, to apply a JVM ``UserDefinedFunction``
   to columns (what PySpark's own functions do).
+* ``import_sql_functions``: adds ``org.apache.spark.sql.functions`` to the py4j view ``SparkContext._jvm`` as a
+  single-type import. Each ``pyspark.sql.functions`` call looks ``functions`` up in that view, which PySpark sets up
+  with wildcard imports only (``org.apache.spark.api.java.*`` and the others before ``org.apache.spark.sql.*``), so
+  py4j first tries the name in each earlier package, and each miss is a ``Class.forName`` that searches every jar
+  on the class path. py4j tries single-type imports first: the name then resolves at once, to the same class.
 * ``submit_gateway_jvm``: ``SparkContext._ensure_initialized()`` joins ``spark-submit``'s py4j gateway before any
   SparkContext exists, so that standard error can go to the driver JVM's from the first line.
 """
@@ -85,6 +90,13 @@ def java_call(function: Any, *columns: Column) -> Column:
     return Column(function.apply(_to_seq(context, list(columns), _to_java_column)))
 
 
+def import_sql_functions(spark: SparkSession) -> None:
+    """Make the lookups behind ``pyspark.sql.functions`` one class lookup each (see the module docstring)."""
+    from py4j.java_gateway import java_import
+
+    java_import(spark.sparkContext._jvm, "org.apache.spark.sql.functions")
+
+
 def submit_gateway_jvm() -> Any:
     """Under ``spark-submit``: join its py4j gateway (no SparkContext is created) and return the JVM view."""
     from pyspark import SparkContext
@@ -93,5 +105,5 @@ def submit_gateway_jvm() -> Any:
     return SparkContext._jvm
 
 
-__all__ = ["active_context", "hadoop_configuration", "java_call", "java_frame", "java_session", "jvm",
-           "python_active_session", "set_python_active_session", "submit_gateway_jvm"]
+__all__ = ["active_context", "hadoop_configuration", "import_sql_functions", "java_call", "java_frame",
+           "java_session", "jvm", "python_active_session", "set_python_active_session", "submit_gateway_jvm"]

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from compactor.config import LakeConfig
 from compactor.spark.catalog import catalog_settings, register_catalog, uses_s3
+from compactor.spark.internals import import_sql_functions
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options, spark_log_level
 from compactor.spark.network import driver_address
@@ -87,6 +88,7 @@ def private_session(parent: SparkSession, config: LakeConfig) -> SparkSession:
     """A new session on ``parent``'s SparkContext with ``config``'s catalog: settings changed on it stay there."""
     session = parent.newSession()
     register_catalog(session, config)
+    import_sql_functions(session)  # the product's jobs build their columns with many function calls
     return session
 
 

@@ -65,3 +65,17 @@ def test_spark_first_on_a_warehouse_that_does_not_exist_yet(spark_session: Spark
     session = lake.spark()
     session.sql(f"CREATE NAMESPACE `{lake.config.catalog_name}`.fresh")
     assert lake.catalog.list_namespaces() == [("fresh",)]
+
+
+def test_the_job_session_resolves_spark_functions_to_the_same_class(spark: SparkSession, lake: Lake) -> None:
+    """The job session adds ``org.apache.spark.sql.functions`` as a single-type import of py4j's JVM view
+    (``spark.internals.import_sql_functions``): the name must still resolve to Spark's class, and PySpark's
+    functions must still work."""
+    from pyspark.sql import functions as F
+
+    from compactor.spark import internals
+
+    job = lake.job_spark()
+    assert internals.jvm(job).functions._fqn == "org.apache.spark.sql.functions"
+    row = job.range(3).select(F.max(F.col("id") + F.lit(1)).alias("top")).first()
+    assert row is not None and row["top"] == 3
