@@ -18,6 +18,8 @@ if [ "${COMPACTOR_SKIP_LINT:-0}" != "1" ]; then
   "$ROOT/.venv/bin/mkdocs" build --strict --site-dir "$site" || { rm -rf "$site"; exit 1; }
   rm -rf "$site"
 fi
+echo "[test] the test JVMs' class-data-sharing archive" >&2   # once per JVM and jar set (tests/jvm_archive.py)
+"$PY" -m tests.jvm_archive
 echo "[test] pytest" >&2
 # -n 2: two workers, one SparkSession each; one Kafka broker, Connect worker and REST catalog (tests/conftest.py)
 exec "$PY" -m pytest -n 2 --durations=25 "$@"
