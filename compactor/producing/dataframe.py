@@ -97,12 +97,12 @@ def _prepare(df: DataFrame, partitions: int, rr_start: int) -> DataFrame:
     pid = F.shiftright(F.col("_row"), ROW_BITS).cast("int")
     position = F.col("_row").bitwiseAND(F.lit((1 << ROW_BITS) - 1))
     round_robin = ((position + pid + F.lit(rr_start)) % partitions).cast("int")
-    headers = F.col("headers") if "headers" in names else None
+    headers = "headers" if "headers" in names else None
     return frame.select(
         "*", pid.alias("_pid"),
         F.coalesce(F.col("partition").cast("int"), murmur2_partition(F.col("key"), partitions), round_robin)
         .alias("_p"),
-        spark_record_bytes(F.col("key"), F.col("value"), headers).alias("_size"))
+        spark_record_bytes("key", "value", headers).alias("_size"))
 
 
 def _count(frame: DataFrame, partitions: int, max_message_bytes: int, *, headers: bool = True,

@@ -141,19 +141,20 @@ def column_problems(partition: pa.Array, sizes: np.ndarray, timestamp_ms: pa.Arr
 # --- as Spark expressions ------------------------------------------------------------------------------------
 
 
-def spark_record_bytes(key: Column, value: Column, headers: Column | None) -> Column:
-    """Each row's bytes (see the module docstring) as a Spark expression; ``headers`` is ``None`` when there
-    is no such column. The sum over headers is a higher-order function, evaluated without code generation, so
-    it runs only for rows that carry headers; a null header key counts 0 (refused separately)."""
+def spark_record_bytes(key: str, value: str, headers: str | None) -> Column:
+    """Each row's bytes (see the module docstring) as a Spark expression over the columns named ``key``,
+    ``value`` and ``headers`` (``None`` when there is no such column). The sum over headers is a higher-order
+    function, evaluated without code generation, so it runs only for rows that carry headers; a null header key
+    counts 0 (refused separately). Written as one SQL expression: built from PySpark's functions (a lambda
+    above all) it took about a hundred calls into the JVM each time a pass was built."""
     from pyspark.sql import functions as F
 
-    plain = (F.coalesce(F.length(key), F.lit(0)) + F.coalesce(F.length(value), F.lit(0))).cast("bigint")
+    plain = f"CAST(coalesce(length(`{key}`), 0) + coalesce(length(`{value}`), 0) AS BIGINT)"
     if headers is None:
-        return plain
-    summed = F.aggregate(headers, F.lit(0).cast("bigint"),
-                         lambda total, h: total + F.coalesce(F.octet_length(h.getField("key")), F.lit(0))
-                         + F.coalesce(F.length(h.getField("value")), F.lit(0)))
-    return plain + F.when(F.size(headers) > 0, summed).otherwise(F.lit(0).cast("bigint"))
+        return F.expr(plain)
+    summed = (f"aggregate(`{headers}`, CAST(0 AS BIGINT), (total, h) -> total + coalesce(octet_length(h.key), 0) "
+              "+ coalesce(length(h.value), 0))")
+    return F.expr(f"{plain} + CASE WHEN size(`{headers}`) > 0 THEN {summed} ELSE CAST(0 AS BIGINT) END")
 
 
 def spark_problems(partition: Column, size: Column, timestamp_ms: Column, headers: Column | None,

@@ -41,8 +41,11 @@ DOOMED = "__compactor_doomed"
 TRIMMED = "__compactor_trimmed"
 
 
+TOMBSTONE_SQL = f"`{KEY}` IS NOT NULL AND `{VALUE}` IS NULL"
+
+
 def is_tombstone() -> Column:
-    return F.col(KEY).isNotNull() & F.col(VALUE).isNull()
+    return F.expr(TOMBSTONE_SQL)
 
 
 def mask_rows(scratch: DataFrame) -> DataFrame:
@@ -70,19 +73,20 @@ def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: 
     records only under ``compaction.null-key=retain``; a tombstone only if ``now < now + delete.retention.ms``
     (so ``delete.retention.ms = 0`` drops it at once), stamped with that delete horizon.
     """
-    joined = range_rows.withColumn(WORD, F.shiftright(F.col(OFFSET), WORD_SHIFT)).join(
+    joined = range_rows.withColumn(WORD, F.expr(f"shiftright(`{OFFSET}`, {WORD_SHIFT})")).join(
         masks.select(PARTITION, WORD, MASK).hint("shuffle_hash"), [PARTITION, WORD],
         "left" if retain_null_keys else "inner")
-    latest = F.coalesce(F.expr(f"(shiftright(`{MASK}`, CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT)) & 1) = 1"),
-                        F.lit(False))
-    kept = joined.where(latest | F.col(KEY).isNull() if retain_null_keys else latest)
+    # SQL text, not a tree of PySpark functions: each of those is a call into the JVM while the pass is built
+    latest = f"coalesce((shiftright(`{MASK}`, CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT)) & 1) = 1, false)"
+    keep = [f"({latest} OR `{KEY}` IS NULL)" if retain_null_keys else latest]
     horizon = now_ms + delete_retention_ms
     if not now_ms < horizon:
-        kept = kept.where(~is_tombstone())
-    kept = (kept.withColumn(DELETE_HORIZON, F.when(is_tombstone(), F.lit(horizon)).otherwise(F.lit(None))
-                            .cast("bigint"))
-            .withColumn(RECORD_BYTES, spark_record_bytes(F.col(KEY), F.col(VALUE), F.col(HEADERS))))
-    return kept.select(*VIEW_COLUMNS).sortWithinPartitions(PARTITION, OFFSET)
+        keep.append(f"NOT ({TOMBSTONE_SQL})")
+    stamped = {DELETE_HORIZON: F.expr(f"CAST(CASE WHEN {TOMBSTONE_SQL} THEN {horizon} END AS BIGINT)"),
+               RECORD_BYTES: spark_record_bytes(KEY, VALUE, HEADERS)}
+    return (joined.where(F.expr(" AND ".join(keep)))
+            .select(*[stamped[c].alias(c) if c in stamped else F.col(c) for c in VIEW_COLUMNS])
+            .sortWithinPartitions(PARTITION, OFFSET))
 
 
 def classify_view(view_rows: DataFrame, keys: DataFrame | None, *, now_ms: int, drop_null_keys: bool,
