@@ -60,6 +60,8 @@ ISOLATED_PREFIXES = ("COMPACTOR_", "AWS_", "PYICEBERG_")
 # subprocess's JVM 14 s -> 7.5 s of user time; the shared session over tests/compaction/test_compaction_rules.py
 # 74 s -> 32-38 s of CPU. With the class-data-sharing archive ``infra/test.sh`` makes (tests/jvm_archive.py), a
 # fresh Spark JVM also loads its classes from the archive: 7.1 s -> 4.7 s from start to a first job's result.
+# The serial collector: the tests' heaps are small, and G1's concurrent threads cost a compaction test module
+# about 10% more CPU (busy CPU over tests/compaction/test_compaction_rules.py: 45-55 s against 41-45 s).
 TEST_JVM_OPTIONS = f"{jvm_archive.BASE_OPTIONS} {jvm_archive.options()}".strip()
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / ".venv" / "share" / "compactor" / "jvm" / "test-classes.jsa"
 KEY_FILE = ARCHIVE.with_suffix(".key")
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a JVM that cannot use the archive says so on standard output
-BASE_OPTIONS = "-XX:TieredStopAtLevel=1"
+BASE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # the tests' JVM options without the archive
 
 WORKLOAD = """
 import sys

@@ -18,12 +18,14 @@ page that starts Spark) but never each other's variables: each block must define
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -69,6 +71,7 @@ class Outcome:
     line: int
     ok: bool
     output: str
+    seconds: float = 0.0
 
 
 def extract(text: str, page: str = "README.md") -> list[Block]:
@@ -145,7 +148,9 @@ def run_all(blocks: list[Block], workdir: Path) -> list[Outcome]:
     for block in blocks:
         if block.not_run is not None or not block.runnable:
             continue
-        outcomes.append(run_shell(block, workdir) if block.language in SHELL else run_python(block))
+        started = time.monotonic()
+        outcome = run_shell(block, workdir) if block.language in SHELL else run_python(block)
+        outcomes.append(dataclasses.replace(outcome, seconds=round(time.monotonic() - started, 2)))
     return outcomes
 
 

@@ -106,6 +106,9 @@ def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     run: list[Block] = [b for b in blocks if b.not_run is None]
     assert [(o["page"], o["line"]) for o in outcomes] == [(b.page, b.line) for b in run]
     failed = [f"{by_place[o['page'], o['line']].describe()}\n{o['output'][-4000:]}" for o in outcomes if not o["ok"]]
+    with capsys.disabled():  # where the test's time goes
+        slowest = sorted(outcomes, key=lambda o: -o["seconds"])[:5]
+        print("slowest blocks: " + ", ".join(f"{o['page']}:{o['line']} {o['seconds']:.1f}s" for o in slowest))
     assert not failed, ("blocks that failed (fix them, or mark them <!-- not run: why, and the test that covers "
                         "it -->):\n" + "\n\n".join(failed))
     # a default run shows no Spark logging (the walk-through's `compactor compact` starts Spark)
