@@ -145,8 +145,8 @@ def spark_record_bytes(key: str, value: str, headers: str | None) -> Column:
     """Each row's bytes (see the module docstring) as a Spark expression over the columns named ``key``,
     ``value`` and ``headers`` (``None`` when there is no such column). The sum over headers is a higher-order
     function, evaluated without code generation, so it runs only for rows that carry headers; a null header key
-    counts 0 (refused separately). Written as one SQL expression: built from PySpark's functions (a lambda
-    above all) it took about a hundred calls into the JVM each time a pass was built."""
+    counts 0 (refused separately). Written as one SQL expression: built from PySpark's functions (the lambda
+    above all), it took many calls into the JVM each time a pass was built."""
     from pyspark.sql import functions as F
 
     plain = f"CAST(coalesce(length(`{key}`), 0) + coalesce(length(`{value}`), 0) AS BIGINT)"
