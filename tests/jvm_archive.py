@@ -50,13 +50,14 @@ lake.spark().stop()
 
 
 def key() -> str:
-    """What the archive depends on: the JVM build and the jars on the driver's class path."""
+    """What the archive depends on: the JVM build, Spark's jars (the driver's class path) and the product's jars
+    (``spark.jars``: loaded by Spark's own class loader, so not archived, but part of what the JVM loads)."""
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=True).stderr
     import pyspark
 
     jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar"))
     extra = sorted(Path(os.environ.get("COMPACTOR_JARS_DIR", ROOT / ".venv" / "share" / "compactor" / "jars"))
-                   .glob("*.jar"))
+                   .rglob("*.jar"))  # the product's jars, in subfolders per set
     text = "\n".join([java, sys.executable, *(f"{j.name} {j.stat().st_size}" for j in [*jars, *extra])])
     return hashlib.sha256(text.encode()).hexdigest()
 
