@@ -129,6 +129,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:
         raise pytest.UsageError("these tests use the SparkSession but are not marked @pytest.mark.spark: "
                                 + ", ".join(unmarked))
+    # pytest-xdist hands tests out in collection order: a long test collected near the end would run alone while
+    # the other worker idles, so the tests marked ``long`` go first (the rest keep their order)
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.hookimpl(trylast=True)

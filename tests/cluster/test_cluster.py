@@ -124,6 +124,7 @@ def _columns(lake: Lake, name: str) -> tuple[list[bytes], list[int]]:
     return stored["key"].to_pylist(), stored["partition"].to_pylist()
 
 
+@pytest.mark.long
 def test_compaction_spreads_over_both_workers(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     server: S3Server = request.getfixturevalue("s3_server")
     server.create_bucket("cluster-lake")

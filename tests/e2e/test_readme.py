@@ -84,6 +84,7 @@ def _environment(workdir: Path) -> dict[str, str]:
 
 @pytest.mark.spark
 @pytest.mark.slow  # ~50 s (two JVMs); the routes its blocks take are each in the loop through their own tests
+@pytest.mark.long
 def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = pages()
     blocks = blocks_of(paths)

@@ -52,6 +52,7 @@ print(json.dumps({"first": first.committed, "second": second.committed, "deletes
 """
 
 
+@pytest.mark.long
 def test_a_catalog_that_vends_credentials_is_all_the_product_needs(s3_server: S3Server, tmp_path: Path) -> None:
     bucket = f"vended-{uuid.uuid4().hex[:8]}"
     s3_server.create_bucket(bucket)

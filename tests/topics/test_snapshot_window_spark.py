@@ -103,6 +103,7 @@ def test_version_as_of_a_recent_raw_snapshot_and_icebergs_error_past_the_window(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_streaming_query_resumes_after_1000_produces_with_the_default_window(
         spark: SparkSession, lake: Lake, tmp_path: Path) -> None:
     topic = lake.create_topic("w.thousand", partitions=4)
