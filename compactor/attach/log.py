@@ -92,19 +92,10 @@ def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | Non
     ends: dict[int, int] = dict(horizons)
     starts: dict[int, int] = {}
     if snapshot_id is not None:
-        row_filter = past_horizons(mapping, horizons)
-        with translate_storage_errors(f"reading the source {mapping.source}"):
-            if tasks is None:
-                tasks = list(source.scan(snapshot_id=snapshot_id).plan_files())
-            matching = tasks_matching(source.schema(), tasks, row_filter)
-            projection = source.scan(selected_fields=(mapping.partition, mapping.offset)).projection()
-            reader = TaskReader(source, matching, row_filter, projection)
-            batches = [batch for task in matching for batch in reader.read(task)]
-        rows = pa.Table.from_batches(batches, projection.as_arrow()) if batches else projection.as_arrow().empty_table()
-        pairs = pa.table({"p": column(rows, mapping.partition).cast(pa.int64()),
-                          "o": column(rows, mapping.offset).cast(pa.int64())}).filter(
-            pc.is_valid(column(rows, mapping.partition)))
-        for row in pairs.group_by("p").aggregate([("o", "max")]).to_pylist():
+        if tasks is None:
+            tasks = planned_files(source, mapping, snapshot_id)
+        for row in offsets_past_horizons(source, mapping, tasks, horizons).group_by("p").aggregate(
+                [("o", "max")]).to_pylist():
             p = int(row["p"])
             ends[p] = max(ends.get(p, 0), int(row["o_max"]) + 1)
         schema = source.schema()
@@ -123,6 +114,29 @@ def source_offsets(source: Table, mapping: ColumnMapping, snapshot_id: int | Non
     return PartitionOffsets(next_offsets, log_starts, gapped=True)
 
 
+def planned_files(source: Table, mapping: ColumnMapping, snapshot_id: int) -> list[FileScanTask]:
+    """Every data file of snapshot ``snapshot_id`` of ``source``."""
+    with translate_storage_errors(f"reading the source {mapping.source}"):
+        return list(source.scan(snapshot_id=snapshot_id).plan_files())
+
+
+def offsets_past_horizons(source: Table, mapping: ColumnMapping, tasks: Sequence[FileScanTask],
+                          horizons: Mapping[int, int]) -> pa.Table:
+    """The partition (``p``) and offset (``o``) of each row of the files ``tasks`` of ``source`` that is at or
+    above its partition's horizon, or in a partition without one (``past_horizons``); rows without a partition
+    are left out. Only the files whose statistics can hold such rows are read, and only those two columns."""
+    row_filter = past_horizons(mapping, horizons)
+    with translate_storage_errors(f"reading the source {mapping.source}"):
+        matching = tasks_matching(source.schema(), list(tasks), row_filter)
+        projection = source.scan(selected_fields=(mapping.partition, mapping.offset)).projection()
+        reader = TaskReader(source, matching, row_filter, projection)
+        batches = [batch for task in matching for batch in reader.read(task)]
+    rows = pa.Table.from_batches(batches, projection.as_arrow()) if batches else projection.as_arrow().empty_table()
+    return pa.table({"p": column(rows, mapping.partition).cast(pa.int64()),
+                     "o": column(rows, mapping.offset).cast(pa.int64())}).filter(
+        pc.is_valid(column(rows, mapping.partition)))
+
+
 def past_horizons(mapping: ColumnMapping, horizons: Mapping[int, int]) -> BooleanExpression:
     """Rows at or above their partition's horizon, and every row of a partition without one (picked as
     ``cursor.UnknownPartitions`` says, so that pyiceberg skips the files that hold neither)."""
@@ -137,4 +151,4 @@ def past_horizons(mapping: ColumnMapping, horizons: Mapping[int, int]) -> Boolea
     return Or(*others, *known)
 
 
-__all__ = ["AttachedTopic", "past_horizons", "source_offsets"]
+__all__ = ["AttachedTopic", "offsets_past_horizons", "past_horizons", "planned_files", "source_offsets"]

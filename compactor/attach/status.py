@@ -1,7 +1,7 @@
 """``status``, ``topic describe`` and ``retention`` of an attached log (no Spark).
 
 The source's log end per partition is read from the source's current snapshot (its partition and offset columns
-only, at or above the lowest horizon). Retention touches only what the product owns: it expires the view's own
+only, of the rows past the horizons: ``log.offsets_past_horizons``, as the readers' offsets are). Retention touches only what the product owns: it expires the view's own
 snapshots (all but the current cursor and those replaced less than ``compaction.cursor.retain-ms`` ago) and
 deletes the run directories no remaining snapshot references. The source's retention is its owner's.
 """
@@ -14,13 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from compactor.attach.cursor import NOW_MS, current_cursor
-from compactor.attach.log import past_horizons
+from compactor.attach.log import offsets_past_horizons, planned_files
 from compactor.attach.publish import run_of
-from compactor.attach.records import column
 from compactor.attach.registry import AttachedLog, require_attached
 from compactor.clock import resolve_now_ms
 from compactor.iceberg.catalog import translate_storage_errors
@@ -42,23 +38,16 @@ def log_ends(attached: AttachedLog, horizons: Mapping[int, int]) -> tuple[dict[i
     if snapshot is None:
         return {}, {}, None
     mapping = attached.mapping
-    row_filter = past_horizons(mapping, horizons)  # a partition the cursor does not know: every row
-    with translate_storage_errors(f"reading the source {mapping.source}"):
-        rows = source.scan(row_filter=row_filter, selected_fields=(mapping.partition, mapping.offset),
-                           snapshot_id=snapshot.snapshot_id).to_arrow()
-    partitions = column(rows, mapping.partition)
-    offsets = column(rows, mapping.offset)
-    table = pa.table({"p": partitions, "o": offsets})
+    # the rows past the horizons (a partition the cursor does not know: every row)
+    pairs = offsets_past_horizons(source, mapping, planned_files(source, mapping, snapshot.snapshot_id), horizons)
     ends: dict[int, int] = {}
-    dirty: dict[int, int] = {}
-    for row in table.group_by("p").aggregate([("o", "max")]).to_pylist():
+    past: dict[int, int] = {}
+    for row in pairs.group_by("p").aggregate([("o", "max"), ("o", "count")]).to_pylist():
         ends[int(row["p"])] = int(row["o_max"]) + 1
+        past[int(row["p"])] = int(row["o_count"])
     for p, h in horizons.items():  # a partition with nothing new: its log end is the horizon (it never decreases)
         ends[p] = max(ends.get(p, h), h)
-    for p in ends:
-        mine = table.filter(pc.equal(table["p"], p))
-        dirty[p] = int(pc.sum(pc.greater_equal(mine["o"], horizons.get(p, -1))).as_py() or 0)
-    return ends, dirty, snapshot.snapshot_id
+    return ends, {p: past.get(p, 0) for p in ends}, snapshot.snapshot_id
 
 
 @dataclass
