@@ -1,9 +1,10 @@
 """``status``, ``topic describe`` and ``retention`` of an attached log (no Spark).
 
 The source's log end per partition is read from the source's current snapshot (its partition and offset columns
-only, of the rows past the horizons: ``log.offsets_past_horizons``, as the readers' offsets are). Retention touches only what the product owns: it expires the view's own
-snapshots (all but the current cursor and those replaced less than ``compaction.cursor.retain-ms`` ago) and
-deletes the run directories no remaining snapshot references. The source's retention is its owner's.
+only, of the rows past the horizons: ``log.offsets_past_horizons``, as the readers' offsets are). Retention
+touches only what the product owns: it expires the view's own snapshots (all but the current cursor and those
+replaced less than ``compaction.cursor.retain-ms`` ago) and deletes the run directories no remaining snapshot
+references. The source's retention is its owner's.
 """
 
 from __future__ import annotations
