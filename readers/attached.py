@@ -14,9 +14,9 @@ offset ranges are sorted together (``readers.ordering``) and every reader, strea
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 from pyiceberg.conversions import to_bytes
@@ -218,6 +218,17 @@ def record_object(record: Record) -> dict[str, Any]:
             "headers": [[k, encode_bytes(v) if v is not None else None] for k, v in record.headers]}
 
 
+def write_record_objects(records: Iterable[Record], out: TextIO) -> int:
+    """Write an attached log's records as JSON Lines of ``record_object`` (``read``'s and ``consume``'s output);
+    returns how many were written."""
+    count = 0
+    for record in records:
+        out.write(json.dumps(record_object(record), separators=(",", ":")))
+        out.write("\n")
+        count += 1
+    return count
+
+
 def open_log(lake: Lake, name: str | TopicName) -> Topic:
     """``lake.topic(name)``, or an ``AttachedTopic`` when ``name`` is an attached log (for readers and consumers:
     its offsets and settings; it refuses every write)."""
@@ -245,4 +256,5 @@ def pin_view(lake: Lake, name: TopicName, *, read_compacted: bool, as_of_cursor:
                               now_ms=now_ms, pins=pins)
 
 
-__all__ = ["AttachedPinnedView", "LogFile", "LogTask", "LogTaskReader", "open_log", "pin_view", "record_object"]
+__all__ = ["AttachedPinnedView", "LogFile", "LogTask", "LogTaskReader", "open_log", "pin_view", "record_object",
+           "write_record_objects"]

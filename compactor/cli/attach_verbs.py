@@ -52,14 +52,13 @@ def _read(args: argparse.Namespace) -> int:
     from compactor.attach.condition import readers_can_evaluate
     from compactor.attach.mapping import NULL_VALUE
     from compactor.cli.produce_read import reader_of
-    from readers.attached import record_object
+    from readers.attached import write_record_objects
 
     attached: AttachedLog = args.attached  # loaded by route
     rule = attached.mapping.tombstone
     if rule != NULL_VALUE and not readers_can_evaluate(rule):
         return _read_on_spark(args, rule)
-    for record in reader_of(args).records():
-        sys.stdout.write(json.dumps(record_object(record), separators=(",", ":")) + "\n")
+    write_record_objects(reader_of(args).records(), sys.stdout)
     sys.stdout.flush()
     return 0
 

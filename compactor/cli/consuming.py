@@ -9,7 +9,6 @@ positions after them: at-least-once (a crash between the two prints those record
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -79,16 +78,9 @@ def _writer(lake: Lake, name: str) -> Callable[[Iterable[Record]], int]:
 
     if load_attached(lake.catalog, name) is None:
         return lambda records: write_jsonl(records, sys.stdout)
-    from readers.attached import record_object
+    from readers.attached import write_record_objects
 
-    def attached(records: Iterable[Record]) -> int:
-        count = 0
-        for record in records:
-            sys.stdout.write(json.dumps(record_object(record), separators=(",", ":")) + "\n")
-            count += 1
-        return count
-
-    return attached
+    return lambda records: write_record_objects(records, sys.stdout)
 
 
 def _commit(consumer: Consumer, follow: bool) -> None:
