@@ -207,6 +207,11 @@ def spark_session() -> Iterator[SparkSession]:
         "spark.default.parallelism": "2",
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Catalyst's generated code off (interpreted rows, the same results by Spark's contract): a test's queries
+        # are new to Spark each time (their horizons and clocks are literals in the code), so each one would be
+        # compiled by Janino and then by the JIT for a few rows. Fresh-process tests run with Spark's defaults.
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
     have_s3 = all((jars_dir() / S3_SET / name).exists() for name in S3A_JARS)
     bootstrap = new_lake_config(Path(os.environ.get("TMPDIR", "/tmp")) / "compactor-test-bootstrap")
