@@ -15,7 +15,8 @@
      position deletes of the view rows the run removes, found by one pass over the view's narrow columns
      (``frames.classify_view``: keys the range has again, tombstones past their delete horizon, keyless rows
      under ``compaction.null-key=drop``). The view is never recopied: a run costs the range plus one narrow
-     pass over the view.
+     pass over the view. A small range (``SMALL_RANGE_ROWS``, bounded by the rows the source's snapshots added
+     since the cursor's) runs its shuffles in one partition without adaptive execution, as fewer Spark jobs.
    * **replace**: the first run, or once position deletes reach ``REWRITE_DELETED_RATIO`` of the live rows or
      the view has ``REWRITE_FILES_PER_PARTITION`` data files per partition: the whole view written afresh.
 
@@ -54,6 +55,7 @@ from compactor.iceberg.storage import delete_prefix
 from compactor.results import CompactOutcome
 from compactor.spark.active import active_session, call_active
 from compactor.spark.expressions import offset_bit, offset_masks
+from compactor.spark.settings import session_settings
 from compactor.topics.settings import TopicSettings
 
 if TYPE_CHECKING:
@@ -67,6 +69,13 @@ MASK_ROW_BYTES = 24  # a row of the offset masks (partition, word, mask) as Spar
 KEY_ROW_BYTES = 32   # a row of the range's keys as Spark holds it, besides the key columns' own bytes
 JOB_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                 "spark.sql.parquet.compression.codec": "zstd"}
+# An incremental run over at most this many new source rows shuffles them in one partition with adaptive
+# execution off: its few narrow shuffles (horizons, winners, keys) would be coalesced into one partition each by
+# adaptive execution anyway, which would plan and submit every stage as a job of its own (ten small jobs for a
+# run, where one query is one job without it). At this size the range's keys fit a broadcast unless they average
+# hundreds of bytes, so the view is not shuffled.
+SMALL_RANGE_ROWS = 100_000
+SMALL_RANGE_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 
 
 @dataclass
@@ -108,11 +117,29 @@ class AttachedRun:
             check_appends_above(source, attached.mapping, cursor.source_snapshot_id, pinned.snapshot_id,
                                 cursor.horizons)
         spark = self.lake.job_spark()
-
-        with active_session(spark):
-            for key, value in JOB_SETTINGS.items():  # the job session is the product's own
-                spark.conf.set(key, value)
+        small = self._small_range(source, cursor, pinned.snapshot_id, settings)
+        with active_session(spark), session_settings(spark, {**JOB_SETTINGS, **(SMALL_RANGE_SETTINGS if small
+                                                                                  else {})}):
             return self._compact(spark, source, pinned.snapshot_id, cursor, settings)
+
+    def _small_range(self, source: Table, cursor: AttachedCursor | None, pinned: int,
+                     settings: TopicSettings) -> bool:
+        """Whether this run is incremental over at most ``SMALL_RANGE_ROWS`` new source rows: bounded by the
+        rows that the source's snapshots since the cursor's added (rewrites count too, so the bound only errs
+        high), when the cursor's snapshot is still an ancestor of the pinned one and no row is held back by
+        ``min.compaction.lag.ms`` (held-back rows are above the horizons but not new)."""
+        if cursor is None or settings.min_compaction_lag_ms > 0 or \
+                _rewrite_reason(self.attached.view, cursor, len(cursor.horizons)):
+            return False
+        added = 0
+        current = source.snapshot_by_id(pinned)
+        while current is not None and current.snapshot_id != cursor.source_snapshot_id:
+            summary = current.summary.additional_properties if current.summary is not None else {}
+            added += int(summary.get("added-records", 0) or 0)
+            if added > SMALL_RANGE_ROWS:
+                return False
+            current = source.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
+        return current is not None  # None: the cursor's snapshot expired, nothing bounds the range
 
     def _compact(self, spark: SparkSession, source: Table, snapshot_id: int, cursor: AttachedCursor | None,
                  settings: TopicSettings) -> AttachedCompactionResult:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from compactor import attach_table, compact_attached, read_attached
+from compactor.attach import compaction as attach_compaction
 from compactor.lake import Lake
 from tests.attach.sources import BASE_MS, connect_rows, connect_table
 
@@ -45,9 +46,21 @@ def model(rows: list[dict[str, Any]], retain: bool) -> list[tuple[int, int]]:
     return sorted(kept + [(k[0], o) for k, o in latest.items()])
 
 
-@pytest.mark.parametrize(("seed", "null_key"), [(1, "drop"), (2, "retain")])
-def test_incremental_runs_equal_one_full_run_and_the_model(lake: Lake, spark: object, seed: int,
-                                                           null_key: str) -> None:
+@pytest.mark.parametrize(("seed", "null_key", "small"), [(1, "drop", True), (2, "retain", False)])
+def test_incremental_runs_equal_one_full_run_and_the_model(lake: Lake, spark: object, seed: int, null_key: str,
+                                                           small: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``small``: the incremental runs take the small-range path (one shuffle partition, no adaptive execution);
+    else the general one."""
+    if not small:
+        monkeypatch.setattr(attach_compaction, "SMALL_RANGE_ROWS", 0)
+    decisions: list[bool] = []
+    decide = attach_compaction.AttachedRun._small_range
+
+    def small_range(self: Any, *args: Any) -> bool:
+        decisions.append(decide(self, *args))
+        return decisions[-1]
+
+    monkeypatch.setattr(attach_compaction.AttachedRun, "_small_range", small_range)
     rows = random_log(seed, 60)
     source = connect_table(lake.catalog, "sink.random")
     settings = {"compaction.null-key": null_key}
@@ -58,6 +71,8 @@ def test_incremental_runs_equal_one_full_run_and_the_model(lake: Lake, spark: ob
         source.append(connect_rows(source, rows[lo:hi]))
         modes.append(compact_attached(lake, "lake.incremental", now_ms=BASE_MS + hi).stats["mode"])
     assert modes[:2] == ["rewrite", "incremental"]  # the first run writes the view; the next ones delete and add
+    assert [d for d, m in zip(decisions, modes, strict=True) if m == "incremental"] == \
+        [small] * modes.count("incremental")
     attach_table(lake, "lake.full", table="sink.random", layout="kafka-connect", key_columns=["id", "region"],
                  config=settings)
     compact_attached(lake, "lake.full", now_ms=BASE_MS + 60)
