@@ -282,8 +282,6 @@ class AttachedRun:
                                         self.now_ms, {"records_read": 0}, reason, source=self.attached.mapping.source)
 
 
-
-
 def _rewrite_reason(view: Table, cursor: AttachedCursor | None, partitions: int) -> str:
     """Why this run writes the whole view afresh instead of deleting and appending ("" if it does not): position
     deletes reached ``REWRITE_DELETED_RATIO`` of the live rows, or the view has ``REWRITE_FILES_PER_PARTITION``
