@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from compactor import failpoints
 from compactor.attach.cursor import AttachedCursor, current_cursor
 from compactor.attach.evolve import follow_schema
-from compactor.attach.guard import check_appends_above
+from compactor.attach.guard import ancestry, check_appends_above
 from compactor.attach.passes import BROADCAST_BYTES, Written
 from compactor.attach.publish import publish_view
 from compactor.attach.registry import (
@@ -128,18 +128,15 @@ class AttachedRun:
         rows that the source's snapshots since the cursor's added (rewrites count too, so the bound only errs
         high), when the cursor's snapshot is still an ancestor of the pinned one and no row is held back by
         ``min.compaction.lag.ms`` (held-back rows are above the horizons but not new)."""
-        if cursor is None or settings.min_compaction_lag_ms > 0 or \
+        if cursor is None or cursor.source_snapshot_id is None or settings.min_compaction_lag_ms > 0 or \
                 _rewrite_reason(self.attached.view, cursor, len(cursor.horizons)):
             return False
-        added = 0
-        current = source.snapshot_by_id(pinned)
-        while current is not None and current.snapshot_id != cursor.source_snapshot_id:
-            summary = current.summary.additional_properties if current.summary is not None else {}
-            added += int(summary.get("added-records", 0) or 0)
-            if added > SMALL_RANGE_ROWS:
-                return False
-            current = source.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
-        return current is not None  # None: the cursor's snapshot expired, nothing bounds the range
+        chain = ancestry(source, pinned, cursor.source_snapshot_id)
+        if chain is None:  # the cursor's snapshot expired: nothing bounds the range
+            return False
+        summaries = [snapshot.summary for snapshot in map(source.snapshot_by_id, chain) if snapshot is not None]
+        return sum(int(summary.additional_properties.get("added-records", 0) or 0)
+                   for summary in summaries if summary is not None) <= SMALL_RANGE_ROWS
 
     def _compact(self, spark: SparkSession, source: Table, snapshot_id: int, cursor: AttachedCursor | None,
                  settings: TopicSettings) -> AttachedCompactionResult:

@@ -27,7 +27,7 @@ def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: i
     horizons."""
     if since_snapshot is None or not horizons:
         return
-    chain = _ancestry(source, pinned, since_snapshot)
+    chain = ancestry(source, pinned, since_snapshot)
     if chain is None:
         return
     schema = source.schema()
@@ -65,7 +65,7 @@ def int_bound(bounds: Mapping[int, bytes] | None, field: NestedField) -> int | N
     return int(from_bytes(field.field_type, bounds[field.field_id]))  # type: ignore[arg-type]
 
 
-def _ancestry(source: Table, pinned: int, since: int) -> list[int] | None:
+def ancestry(source: Table, pinned: int, since: int) -> list[int] | None:
     """The snapshots after ``since`` up to ``pinned``, oldest first; ``None`` if ``since`` is not an ancestor
     (expired, or the history was rewritten)."""
     chain: list[int] = []
