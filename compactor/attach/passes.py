@@ -16,6 +16,7 @@ from compactor.config import LakeConfig
 from compactor.iceberg.manifests import DeleteFileInfo
 from compactor.iceberg.position_deletes import collect_delete_files, write_position_deletes
 from compactor.iceberg.storage import list_files
+from compactor.spark.internals import observed_metrics
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -66,7 +67,7 @@ class Written:
                                             F.min(DELETE_HORIZON_MS).alias("min_horizon"))
         location = f"{self.directory}/{ROWS}"
         out.write.mode("errorifexists").parquet(self._spark_path(location))
-        figures = observed.get
+        figures = observed_metrics(observed)
         self.rows, self.tombstones = int(figures["rows"]), int(figures["tombstones"])
         self.min_horizon = None if figures["min_horizon"] is None else int(figures["min_horizon"])
         self.data_paths = [f.location for f in list_files(self.config, location, self.io)
@@ -87,7 +88,7 @@ class Written:
         location = f"{self.directory}/{DELETES}"
         write_position_deletes(marked.where(removed).select(F.col(PARTITION).alias("partition"), "_file", "_pos"),
                                self._spark_path(location))
-        figures = observed.get
+        figures = observed_metrics(observed)
         self.removed, self.removed_tombstones = int(figures["removed"]), int(figures["tombstones"])
         self.surviving_min_horizon = None if figures["min_horizon"] is None else int(figures["min_horizon"])
         self.deletes = collect_delete_files(self.config, location, self.io) if self.removed else []

@@ -79,3 +79,24 @@ def test_the_job_session_resolves_spark_functions_to_the_same_class(spark: Spark
     assert internals.jvm(job).functions._fqn == "org.apache.spark.sql.functions"
     row = job.range(3).select(F.max(F.col("id") + F.lit(1)).alias("top")).first()
     assert row is not None and row["top"] == 3
+
+
+def test_observed_metrics_are_what_observation_get_returns(spark: SparkSession) -> None:
+    """``spark.internals.observed_metrics`` reads an observation's metrics without iterating the JVM's map (PySpark's
+    ``Observation.get`` does, and pays for a converted Java exception each time): the same names, values and
+    Python types, nulls included; and a clear error for an observation no DataFrame used."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from compactor.errors import CompactorError
+    from compactor.spark import internals
+
+    observation = Observation("guard")
+    with pytest.raises(CompactorError, match=r"DataFrame\.observe"):
+        internals.observed_metrics(observation)
+    spark.range(5).observe(observation, F.count(F.lit(1)).alias("rows"), F.sum("id").alias("total"),
+                           F.max(F.when(F.col("id") > 9, F.col("id"))).alias("none"),
+                           F.min(F.col("id").cast("string")).alias("text")).collect()
+    read = internals.observed_metrics(observation)
+    assert read == observation.get == {"rows": 5, "total": 10, "none": None, "text": "0"}
+    assert [type(v) for v in read.values()] == [type(v) for v in observation.get.values()]

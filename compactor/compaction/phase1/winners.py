@@ -26,6 +26,7 @@ from compactor.compaction.phase1 import latest, ranking
 from compactor.compaction.scratch import create_scratch
 from compactor.schema import KEY, OFFSET, PARTITION
 from compactor.spark.expressions import offset_masks
+from compactor.spark.internals import observed_metrics
 from compactor.topics.strategy import HEADER_STRATEGY, TIMESTAMP_STRATEGY
 
 if TYPE_CHECKING:
@@ -83,9 +84,9 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
                            latest.winner_count(masks_only))
     with job_description(run.spark, f"compactor {run.name}: phase 1 (latest offset per key)"):
         counted.writeTo(run.scratch_table).append()
-    metrics = observed.get
+    metrics = observed_metrics(observed)
     winners = Winners(keys=int(metrics.get("winners") or 0), words=int(metrics.get("words") or 0),
-                      unparsable=int(parsed.get.get("unparsable") or 0) if parsed is not None else 0,
+                      unparsable=int(observed_metrics(parsed).get("unparsable") or 0) if parsed is not None else 0,
                       ms=int((time.monotonic() - started) * 1000))
     run.progress.phase("phase 1 done", keys=winners.keys, mask_words=winners.words, ms=winners.ms)
     return winners

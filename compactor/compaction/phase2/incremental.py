@@ -38,6 +38,7 @@ from compactor.cursor import ViewStats
 from compactor.iceberg.manifests import DeleteFileInfo
 from compactor.iceberg.position_deletes import collect_delete_files, write_position_deletes
 from compactor.spark.active import call_active
+from compactor.spark.internals import observed_metrics
 
 
 def write_incremental(run: RunContext, config: LakeConfig, winners: Winners | None,
@@ -79,7 +80,7 @@ def _delete_pass(run: RunContext, winners: Winners | None, config: LakeConfig,
     with job_description(run.spark, f"compactor {run.name}: phase 2 (position deletes)"):
         write_position_deletes(frames.removed_positions(run, winners).observe(
             observed, *rows.view_stats_columns("doomed_", minimums=False)), location)
-    removed = ViewStats.from_metrics(observed.get, "doomed_")
+    removed = ViewStats.from_metrics(observed_metrics(observed), "doomed_")
     files = collect_delete_files(config, location, run.view_io) if removed.rows else []
     ms = int((time.monotonic() - started) * 1000)
     run.progress.phase("phase 2 deletes done", rows=removed.rows, tombstones=removed.tombstones,
@@ -102,7 +103,7 @@ def _append_pass(run: RunContext, winners: Winners, planned: threading.Event) ->
         planned.set()
     with job_description(run.spark, f"compactor {run.name}: phase 2 (append the kept rows)"):
         new_rows.writeTo(run.stage_table).append()
-    appended = ViewStats.from_metrics(kept.get)
+    appended = ViewStats.from_metrics(observed_metrics(kept))
     ms = int((time.monotonic() - started) * 1000)
     run.progress.phase("phase 2 appends done", rows=appended.rows, ms=ms)
-    return appended, RangeFigures.from_metrics(read.get), ms
+    return appended, RangeFigures.from_metrics(observed_metrics(read)), ms

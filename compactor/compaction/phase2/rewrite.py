@@ -19,6 +19,7 @@ from compactor.compaction.phase2 import frames, rows
 from compactor.compaction.phase2.outcome import Phase2Result, RangeFigures
 from compactor.cursor import ViewStats
 from compactor.schema import OFFSET, PARTITION
+from compactor.spark.internals import observed_metrics
 
 
 def write_rewrite(run: RunContext, winners: Winners | None,
@@ -39,9 +40,9 @@ def write_rewrite(run: RunContext, winners: Winners | None,
     with job_description(run.spark, f"compactor {run.name}: phase 2 (rewrite the view)"):
         view.sortWithinPartitions(PARTITION, OFFSET).writeTo(run.stage_table).overwrite(F.lit(True))
     ms = int((time.monotonic() - started) * 1000)
-    result = Phase2Result(ViewStats.from_metrics(kept_old.get),
-                          ViewStats.from_metrics(kept_new.get) if plan.ranges else ViewStats(),
-                          RangeFigures.from_metrics(read.get) if plan.ranges else RangeFigures(), (), trims,
+    appended = ViewStats.from_metrics(observed_metrics(kept_new)) if plan.ranges else ViewStats()
+    figures = RangeFigures.from_metrics(observed_metrics(read)) if plan.ranges else RangeFigures()
+    result = Phase2Result(ViewStats.from_metrics(observed_metrics(kept_old)), appended, figures, (), trims,
                           {"rewrite_ms": ms})
     run.progress.phase("phase 2 rewrite done", rows=result.survivors.rows + result.appended.rows, ms=ms)
     return result
