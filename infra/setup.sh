@@ -91,6 +91,10 @@ if [ "$want" != "$have" ]; then
     -c "$ROOT/infra/constraints.txt" -e "$ROOT[dev]"
   echo "$want" > "$STAMP_DIR/python-packages"
 fi
+# The project's own modules as bytecode. pip compiles the packages it installs, but the editable install leaves
+# the repository's modules to each process, which compiles them again whenever it may not cache them (as under
+# PYTHONDONTWRITEBYTECODE): about 0.1 s of every command's start. compileall recompiles only what changed.
+"$VENV/bin/python" -m compileall -q -j 0 "$ROOT/compactor" "$ROOT/readers" "$ROOT/tests" "$ROOT/bench" >/dev/null
 
 # --- JVM jars from Maven Central (pinned in infra/jars.lock), and the project's own jars -------------
 "$VENV/bin/python" "$ROOT/infra/jars.py" --dest "$VENV/share/compactor/jars" \
