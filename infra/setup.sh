@@ -94,7 +94,8 @@ fi
 # The project's own modules as bytecode. pip compiles the packages it installs, but the editable install leaves
 # the repository's modules to each process, which compiles them again whenever it may not cache them (as under
 # PYTHONDONTWRITEBYTECODE): about 0.1 s of every command's start. compileall recompiles only what changed.
-"$VENV/bin/python" -m compileall -q -j 0 "$ROOT/compactor" "$ROOT/readers" "$ROOT/tests" "$ROOT/bench" >/dev/null
+"$VENV/bin/python" -m compileall -q -j 0 "$ROOT/compactor" "$ROOT/readers" "$ROOT/tests" "$ROOT/bench" >/dev/null \
+  || say "could not compile the repository's modules (a read-only checkout?): each process compiles them itself"
 
 # --- JVM jars from Maven Central (pinned in infra/jars.lock), and the project's own jars -------------
 "$VENV/bin/python" "$ROOT/infra/jars.py" --dest "$VENV/share/compactor/jars" \
