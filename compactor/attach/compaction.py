@@ -60,6 +60,7 @@ from compactor.topics.settings import TopicSettings
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
     from pyspark.sql import DataFrame, SparkSession
 
     from compactor.lake import Lake
@@ -113,30 +114,29 @@ class AttachedRun:
         if pinned is None:
             return self._unchanged(cursor, None, "the source table has no snapshot yet")
         follow_schema(attached, source)
-        if cursor is not None:
-            check_appends_above(source, attached.mapping, cursor.source_snapshot_id, pinned.snapshot_id,
-                                cursor.horizons)
+        # the source's snapshots since the cursor's (None: no cursor, or its snapshot is no longer an ancestor)
+        chain = (ancestry(source, pinned.snapshot_id, cursor.source_snapshot_id)
+                 if cursor is not None and cursor.source_snapshot_id is not None else None)
+        if cursor is not None and chain is not None:
+            check_appends_above(source, attached.mapping, chain, cursor.horizons)
         spark = self.lake.job_spark()
-        small = self._small_range(source, cursor, pinned.snapshot_id, settings)
+        small = self._small_range(cursor, chain, settings)
         with active_session(spark), session_settings(spark, {**JOB_SETTINGS, **(SMALL_RANGE_SETTINGS if small
                                                                                   else {})}):
             return self._compact(spark, source, pinned.snapshot_id, cursor, settings)
 
-    def _small_range(self, source: Table, cursor: AttachedCursor | None, pinned: int,
+    def _small_range(self, cursor: AttachedCursor | None, chain: list[Snapshot] | None,
                      settings: TopicSettings) -> bool:
         """Whether this run is incremental over at most ``SMALL_RANGE_ROWS`` new source rows: bounded by the
-        rows that the source's snapshots since the cursor's added (rewrites count too, so the bound only errs
-        high), when the cursor's snapshot is still an ancestor of the pinned one and no row is held back by
-        ``min.compaction.lag.ms`` (held-back rows are above the horizons but not new)."""
-        if cursor is None or cursor.source_snapshot_id is None or settings.min_compaction_lag_ms > 0 or \
+        rows that the source's snapshots since the cursor's (``chain``) added (rewrites count too, so the bound
+        only errs high), when the cursor's snapshot is still an ancestor of the pinned one (else ``chain`` is
+        ``None`` and nothing bounds the range) and no row is held back by ``min.compaction.lag.ms`` (held-back rows
+        are above the horizons but not new)."""
+        if cursor is None or chain is None or settings.min_compaction_lag_ms > 0 or \
                 _rewrite_reason(self.attached.view, cursor, len(cursor.horizons)):
             return False
-        chain = ancestry(source, pinned, cursor.source_snapshot_id)
-        if chain is None:  # the cursor's snapshot expired: nothing bounds the range
-            return False
-        summaries = [snapshot.summary for snapshot in map(source.snapshot_by_id, chain) if snapshot is not None]
-        return sum(int(summary.additional_properties.get("added-records", 0) or 0)
-                   for summary in summaries if summary is not None) <= SMALL_RANGE_ROWS
+        return sum(int(snapshot.summary.additional_properties.get("added-records", 0) or 0)
+                   for snapshot in chain if snapshot.summary is not None) <= SMALL_RANGE_ROWS
 
     def _compact(self, spark: SparkSession, source: Table, snapshot_id: int, cursor: AttachedCursor | None,
                  settings: TopicSettings) -> AttachedCompactionResult:

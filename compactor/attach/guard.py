@@ -10,32 +10,30 @@ run goes on), with their offset and partition column statistics. Rewrites (``rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import NestedField
 
 from compactor.attach.mapping import AttachError
 from compactor.attach.mapping import Mapping as ColumnMapping
 
 
-def check_appends_above(source: Table, mapping: ColumnMapping, since_snapshot: int | None, pinned: int,
+def check_appends_above(source: Table, mapping: ColumnMapping, chain: Sequence[Snapshot],
                         horizons: Mapping[int, int]) -> None:
-    """Raise ``AttachError`` if an append after ``since_snapshot`` up to ``pinned`` added rows below the
-    horizons."""
-    if since_snapshot is None or not horizons:
-        return
-    chain = ancestry(source, pinned, since_snapshot)
-    if chain is None:
+    """Raise ``AttachError`` if an append of ``chain`` (the source's snapshots since the cursor's: ``ancestry``)
+    added rows below the horizons."""
+    if not horizons:
         return
     schema = source.schema()
     offset_field = schema.find_field(mapping.offset)
     partition_field = schema.find_field(mapping.partition)
-    for snapshot_id in chain:
-        snapshot = source.snapshot_by_id(snapshot_id)
-        if snapshot is None or snapshot.summary is None or snapshot.summary.operation.value != "append":
+    for snapshot in chain:
+        snapshot_id = snapshot.snapshot_id
+        if snapshot.summary is None or snapshot.summary.operation.value != "append":
             continue
         for manifest in snapshot.manifests(source.io):
             if manifest.added_snapshot_id != snapshot_id:
@@ -65,14 +63,15 @@ def int_bound(bounds: Mapping[int, bytes] | None, field: NestedField) -> int | N
     return int(from_bytes(field.field_type, bounds[field.field_id]))  # type: ignore[arg-type]
 
 
-def ancestry(source: Table, pinned: int, since: int) -> list[int] | None:
+def ancestry(source: Table, pinned: int, since: int) -> list[Snapshot] | None:
     """The snapshots after ``since`` up to ``pinned``, oldest first; ``None`` if ``since`` is not an ancestor
-    (expired, or the history was rewritten)."""
-    chain: list[int] = []
-    current = source.snapshot_by_id(pinned)
+    (expired, or the history was rewritten). One pass over the metadata's snapshots, not a search per parent."""
+    by_id = {snapshot.snapshot_id: snapshot for snapshot in source.metadata.snapshots}
+    chain: list[Snapshot] = []
+    current = by_id.get(pinned)
     while current is not None:
         if current.snapshot_id == since:
             return list(reversed(chain))
-        chain.append(current.snapshot_id)
-        current = source.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
+        chain.append(current)
+        current = by_id.get(current.parent_snapshot_id) if current.parent_snapshot_id is not None else None
     return None
