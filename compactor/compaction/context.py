@@ -17,6 +17,7 @@ from compactor.topics.naming import TopicName, spark_quoted
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
 
@@ -36,6 +37,7 @@ class RunContext:
     progress: Progress
     raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
     view_io: FileIO | None = None   # the compacted table's file IO (a REST catalog's vended credentials)
+    view: Table | None = None       # the compacted table as pinned (its schema, properties and IO for new files)
 
     @property
     def winners_inline(self) -> bool:

@@ -12,9 +12,11 @@ entered once and handing the next what it made:
    ``RunContext`` (``context``) is the data the phases receive.
 1. **phase 1** (``phase1``): each key's latest offset over the new range, into the run's scratch table
    (``scratch``).
-2. **phase 2** (``phase2``) on the staging branch: ``incremental`` (position-delete the removed compacted rows,
-   append the range's kept rows) or ``rewrite`` (write the whole view afresh when deletes pile up).
-3. **publish** (``publish``): the new cursor, made current by one conditional catalog commit if ``C`` still is.
+2. **phase 2** (``phase2``): ``incremental`` (position-delete the removed compacted rows and write the range's
+   kept rows, both as files that Spark does not commit) or ``rewrite`` (write the whole view afresh on the
+   staging branch when deletes pile up).
+3. **publish** (``publish``): the new cursor, with an incremental run's files, made current by one conditional
+   catalog commit if ``C`` still is.
    If another run won, this one starts again from the plan on the new cursor (``max_attempts`` in all).
 
 Any failure before the commit leaves ``main`` (the cursor) as it was; the run's staging branch and scratch

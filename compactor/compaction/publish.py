@@ -3,7 +3,8 @@
 
 ``build_cursor`` makes the cursor from the plan and what phase 2 wrote: the new horizons and compacted starts,
 and the run's statistics. The commit (``publish_cursor``) adds the cursor snapshot (the staging branch's content,
-plus the run's position deletes through one delete manifest, with the cursor's summary), moves ``main`` to it on
+plus an incremental run's new data files through one data manifest and its position deletes through one delete
+manifest, with the cursor's summary), moves ``main`` to it on
 condition that ``main`` is still the pinned cursor ``C`` (Iceberg's assert-ref-snapshot-id), tags ``C`` as
 ``cursor-<C>`` so the replaced cursor stays protected from expiry while retained, and drops the staging branch.
 If ``main`` moved, the run has lost ("cursor moved"); if only other refs changed, the commit is rebuilt on
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
 
@@ -72,7 +74,8 @@ def publish_run(run: RunContext, winners: Winners | None, written: Phase2Result,
     cursor = build_cursor(run.plan, written, stage_table, run.stage, raw, topic.properties, figures)
     failpoints.hit("before-commit")
     previous = run.plan.cursor.snapshot_id if run.plan.cursor else None
-    snapshot_id = publish_cursor(catalog, run.name, run.stage, previous, cursor, written.delete_files, run.progress)
+    snapshot_id = publish_cursor(catalog, run.name, run.stage, previous, cursor, written.delete_files, run.progress,
+                                 written.data_files)
     failpoints.hit("after-commit")
     mirror_cursor(topic, snapshot_id, cursor)
     return snapshot_id, cursor
@@ -85,7 +88,8 @@ def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table,
     head = stage_table.metadata.snapshot_by_name(stage)
     summary = head.summary.additional_properties if head is not None and head.summary else {}
     deletes = result.delete_files
-    written = _bytes_written(stage_table, stage, previous.snapshot_id if previous else None)
+    written = (_bytes_written(stage_table, stage, previous.snapshot_id if previous else None)
+               + sum(int(f.file_size_in_bytes) for f in result.data_files))
     at_horizon = [bytes_at(raw, p, h, n, b) for p, (h, n, b) in
                   enumerate(zip(plan.horizons, plan.next_offsets, plan.logical_bytes, strict=True))]
     if previous is not None and len(previous.bytes_at_horizon) == len(at_horizon):
@@ -100,7 +104,7 @@ def build_cursor(plan: CompactionPlan, result: Phase2Result, stage_table: Table,
         duration_ms=run.duration_ms, mode=plan.mode, rewrite_reason=plan.rewrite_reason, layout=run.layout,
         slots=run.slots, durations_ms=dict(run.durations_ms), unparsable_strategy_values=run.unparsable,
         view_position_deletes=int(summary.get("total-position-deletes", 0) or 0) + sum(f.record_count for f in deletes),
-        view_data_files=int(summary.get("total-data-files", 0) or 0),
+        view_data_files=int(summary.get("total-data-files", 0) or 0) + len(result.data_files),
         view_delete_files=int(summary.get("total-delete-files", 0) or 0) + len(deletes),
     )
     start = list(previous.compacted_start) if previous else list(plan.log_starts)
@@ -137,9 +141,10 @@ def _bytes_written(table: Table, stage: str, stop_at: int | None) -> int:
 
 
 def publish_cursor(catalog: Catalog, name: TopicName, stage: str, previous: int | None, cursor: Cursor,
-                   delete_files: Sequence[DeleteFileInfo], progress: Progress) -> int:
-    """Commit ``cursor`` (built on the staging branch ``stage``) if ``main`` is still ``previous``; returns the
-    new cursor's snapshot id."""
+                   delete_files: Sequence[DeleteFileInfo], progress: Progress,
+                   data_files: Sequence[DataFile] = ()) -> int:
+    """Commit ``cursor`` (built on the staging branch ``stage``, with the run's new ``data_files`` and
+    ``delete_files``) if ``main`` is still ``previous``; returns the new cursor's snapshot id."""
     started = time.monotonic()
     for _ in range(PUBLISH_ATTEMPTS):
         with translate_storage_errors(f"publishing the cursor of {name}"):  # loading and the manifests it writes
@@ -152,7 +157,8 @@ def publish_cursor(catalog: Catalog, name: TopicName, stage: str, previous: int 
                 **cursor.stats.durations_ms, "commit_ms": int((time.monotonic() - started) * 1000)})
             summary = cursor_properties(dataclasses.replace(cursor, stats=timed))
             manifests = (lambda sid, t=table: [delete_manifest(t, sid, delete_files)]) if delete_files else None
-            snapshot = build_snapshot(table, head, summary, manifests, delete_summary(delete_files))
+            snapshot = build_snapshot(table, head, summary, manifests, delete_summary(delete_files),
+                                      data_files=data_files)
         moves = [RefMove(MAIN, None)]
         if previous is not None:
             moves.append(RefMove(cursor_tag(previous), previous, SnapshotRefType.TAG))

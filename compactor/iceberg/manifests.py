@@ -30,6 +30,7 @@ from pyiceberg.manifest import (
     ManifestFile,
     write_manifest,
 )
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
@@ -43,10 +44,17 @@ POS_ID = 2147483545
 def topic_data_file(table: Table, path: str, partition: int, size_bytes: int, footer: Any) -> DataFile:
     """A topic's data file of ``partition`` as a ``DataFile`` entry, with its column statistics from its Parquet
     footer (``footer``: pyarrow's ``FileMetaData``) under the table's metrics settings."""
+    return partition_data_file(table, ts.TOPIC_SCHEMA, path, partition, size_bytes, footer)
+
+
+def partition_data_file(table: Table, schema: Schema, path: str, partition: int, size_bytes: int,
+                        footer: Any) -> DataFile:
+    """A data file of ``partition`` of a table partitioned by ``identity(partition)`` (a topic's or a compacted
+    view's, of columns ``schema``) as a ``DataFile`` entry, with its column statistics from its Parquet footer."""
     statistics = data_file_statistics_from_parquet_metadata(
         parquet_metadata=footer,
-        stats_columns=compute_statistics_plan(ts.TOPIC_SCHEMA, table.metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(ts.TOPIC_SCHEMA),
+        stats_columns=compute_statistics_plan(schema, table.metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
     )
     return DataFile.from_args(
         content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET, partition=Record(partition),
@@ -132,4 +140,4 @@ def delete_summary(files: Sequence[DeleteFileInfo]) -> dict[str, str]:
 
 
 __all__ = ["FILE_PATH_ID", "POS_ID", "DeleteFileInfo", "data_manifest", "delete_manifest", "delete_summary",
-           "topic_data_file"]
+           "partition_data_file", "topic_data_file"]

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyiceberg.manifest import DataFile, ManifestFile, write_manifest_list
+from pyiceberg.manifest import DataFile, ManifestContent, ManifestFile, write_manifest_list
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 
@@ -97,21 +97,39 @@ def build_append(table: Table, parent: Snapshot | None, data_files: Sequence[Dat
 def build_snapshot(table: Table, parent: Snapshot | None, properties: Mapping[str, str],
                    extra: Callable[[int], Sequence[ManifestFile]] | None = None,
                    counters: Mapping[str, str] | None = None, *, carry: bool = True,
-                   operation: Operation | None = None) -> Snapshot:
+                   operation: Operation | None = None, data_files: Sequence[DataFile] = ()) -> Snapshot:
     """A snapshot with the parent's content (none unless ``carry``) and extra summary properties.
 
     ``extra`` may add manifests written for the new snapshot (it receives the new snapshot id; the cursor
     commit adds the run's position deletes this way, ``manifests.delete_manifest``), with their summary
-    ``counters``. Hand-built: pyiceberg 0.12's public snapshot producers write every added file into a data
-    manifest (``_SnapshotProducer._manifests``), so they cannot add the run's position delete files, which need a
-    delete manifest. ``operation`` defaults to a delete if ``extra`` adds manifests, else an append.
+    ``counters``; ``data_files`` are added through a data manifest of their own, into which the parent's data
+    manifests are merged size-tiered as an append's are (delete manifests are carried as they are). Hand-built:
+    pyiceberg 0.12's public snapshot producers write every added file into a data manifest
+    (``_SnapshotProducer._manifests``), so they cannot add the run's position delete files, which need a delete
+    manifest. ``operation`` defaults to an overwrite if both files and ``extra`` manifests are added, a delete if
+    only the latter, else an append.
     """
     snapshot_id = table.metadata.new_snapshot_id()
     manifests = list(parent.manifests(table.io)) if parent is not None and carry else []
-    added = list(extra(snapshot_id)) if extra is not None else []
-    operation = operation or (Operation.DELETE if added else Operation.APPEND)
-    return _snapshot(table, parent, snapshot_id, f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro", [*manifests, *added],
-                     Summary(operation=operation, **dict(counters or {}), **dict(properties)))
+    summary = dict(counters or {})
+    if data_files:
+        data = [m for m in manifests if m.content == ManifestContent.DATA and _live_files(m) > 0]
+        merged = choose_merge(len(data_files), data)
+        location = table.location_provider().new_metadata_location(f"{uuid.uuid4()}-m0.avro")
+        new_manifest = data_manifest(table, location, snapshot_id, data_files, merged)
+        manifests = [new_manifest, *(m for m in manifests if m.content != ManifestContent.DATA or (m in data
+                                     and m not in merged))]
+        collector = SnapshotSummaryCollector()
+        for data_file in data_files:
+            collector.add_file(data_file, schema=table.metadata.schema(), partition_spec=table.metadata.spec())
+        added = collector.build()
+        size = int(added.get("added-files-size", 0)) + int(summary.get("added-files-size", 0))
+        summary = {**summary, **added, "added-files-size": str(size)}
+    extras = list(extra(snapshot_id)) if extra is not None else []
+    operation = operation or (Operation.OVERWRITE if extras and data_files else
+                              Operation.DELETE if extras else Operation.APPEND)
+    return _snapshot(table, parent, snapshot_id, f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro", [*manifests, *extras],
+                     Summary(operation=operation, **summary, **dict(properties)))
 
 
 def _snapshot(table: Table, parent: Snapshot | None, snapshot_id: int, list_name: str,

@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriterV2
 
 from compactor.compaction import execution
 from compactor.compaction.job import TwoPhaseCompactor
+from compactor.compaction.phase2 import incremental
 from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
@@ -88,7 +89,8 @@ def test_one_partition_runs_on_many_tasks_with_the_same_result(spark: SparkSessi
 
 @pytest.fixture
 def captured_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The physical plan of every DataFrame the job writes to a table, as planned before it runs."""
+    """The physical plan of every DataFrame the job writes to a table (through Spark's writer, or as the new data
+    files of an incremental run), as planned before it runs."""
     plans: list[str] = []
     for method in ("append", "overwrite"):
         real = getattr(DataFrameWriterV2, method)
@@ -98,6 +100,13 @@ def captured_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             return _real(self, *args, **kwargs)
 
         monkeypatch.setattr(DataFrameWriterV2, method, capture)
+    real_files = incremental.write_view_files
+
+    def capture_files(rows: DataFrame, *args: Any) -> Any:
+        plans.append(rows._jdf.queryExecution().executedPlan().toString())
+        return real_files(rows, *args)
+
+    monkeypatch.setattr(incremental, "write_view_files", capture_files)
     yield plans
 
 

@@ -1,15 +1,17 @@
 """Phase 2, incremental: position-delete the compacted rows this run removes and append the range's kept rows.
 
-The normal case. Two independent Spark jobs run side by side on the staging branch:
+The normal case. Two independent Spark jobs run side by side:
 
 * the **delete pass** reads the view's narrow columns (partition, key, delete horizon, record bytes, and
   Iceberg's ``_file``/``_pos``), marks the rows the run removes (``rows.classify_view``) and writes their
   positions as Iceberg position-delete files, registered by the cursor commit (``iceberg.position_deletes``,
   ``publish``);
-* the **append pass** joins the range's full rows with phase 1's masks (``rows.new_view_rows``) and appends
-  the kept rows, tombstones stamped with their delete horizon.
+* the **append pass** joins the range's full rows with phase 1's masks (``rows.new_view_rows``) and writes
+  the kept rows, tombstones stamped with their delete horizon, as new data files (``files``), also registered by
+  the cursor commit: Spark commits nothing, so the run's only snapshot is the cursor's.
 
 The view is never recopied, so a run costs in proportion to the new data plus one narrow pass over the view.
+Neither pass writes to the staging branch (a rewrite does).
 The first run of a topic is this strategy with no view to delete from.
 
 Under a ``compaction.strategy`` other than offset, phase 1's contest already read the view and found the rows
@@ -27,11 +29,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from pyiceberg.manifest import DataFile
+
 from compactor import failpoints
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import job_description
 from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import frames, rows
+from compactor.compaction.phase2.files import write_view_files
 from compactor.compaction.phase2.outcome import Phase2Result, RangeFigures
 from compactor.config import LakeConfig
 from compactor.cursor import ViewStats
@@ -58,13 +63,13 @@ def write_incremental(run: RunContext, config: LakeConfig, winners: Winners | No
     if failures:
         raise failures[0]
     removed, delete_files, delete_ms = passes["delete"].result() if "delete" in passes else (ViewStats(), [], None)
-    appended, figures, append_ms = (passes["append"].result() if "append" in passes
-                                    else (ViewStats(), RangeFigures(), None))
+    appended, figures, data_files, append_ms = (passes["append"].result() if "append" in passes
+                                                else (ViewStats(), RangeFigures(), [], None))
     survivors = plan.view.without(removed)
     if plan.trim_before_ms is not None:
         survivors = survivors.at_least(plan.trim_before_ms)  # every surviving row is at least this new
     durations = {name: ms for name, ms in (("delete_ms", delete_ms), ("append_ms", append_ms)) if ms is not None}
-    return Phase2Result(survivors, appended, figures, tuple(delete_files), trims, durations)
+    return Phase2Result(survivors, appended, figures, tuple(delete_files), trims, durations, tuple(data_files))
 
 
 def _delete_pass(run: RunContext, winners: Winners | None, config: LakeConfig,
@@ -89,8 +94,10 @@ def _delete_pass(run: RunContext, winners: Winners | None, config: LakeConfig,
     return removed, files, ms
 
 
-def _append_pass(run: RunContext, winners: Winners, planned: threading.Event) -> tuple[ViewStats, RangeFigures, int]:
-    """Append the kept rows of the new range to the staging branch; set ``planned`` once its query is built."""
+def _append_pass(run: RunContext, winners: Winners,
+                 planned: threading.Event) -> tuple[ViewStats, RangeFigures, list[DataFile], int]:
+    """Write the kept rows of the new range as new data files of the view; set ``planned`` once its query is
+    built."""
     from pyspark.sql import Observation
 
     started = time.monotonic()
@@ -101,9 +108,11 @@ def _append_pass(run: RunContext, winners: Winners, planned: threading.Event) ->
         new_rows = frames.kept_range_rows(run, winners, read).observe(kept, *rows.view_stats_columns(""))
     finally:
         planned.set()
+    if run.view is None:
+        raise ValueError("the append pass needs the pinned compacted table")
     with job_description(run.spark, f"compactor {run.name}: phase 2 (append the kept rows)"):
-        new_rows.writeTo(run.stage_table).append()
+        data_files = write_view_files(new_rows, run.view, run.view_table, run.run_id)
     appended = ViewStats.from_metrics(observed_metrics(kept))
     ms = int((time.monotonic() - started) * 1000)
-    run.progress.phase("phase 2 appends done", rows=appended.rows, ms=ms)
-    return appended, RangeFigures.from_metrics(observed_metrics(read)), ms
+    run.progress.phase("phase 2 appends done", rows=appended.rows, data_files=len(data_files), ms=ms)
+    return appended, RangeFigures.from_metrics(observed_metrics(read)), data_files, ms

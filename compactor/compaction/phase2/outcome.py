@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pyiceberg.manifest import DataFile
+
 from compactor.cursor import ViewStats
 from compactor.iceberg.manifests import DeleteFileInfo
 
@@ -23,10 +25,11 @@ class RangeFigures:
 
 @dataclass(frozen=True)
 class Phase2Result:
-    """The new view as phase 2 left it on the staging branch.
+    """The new view as phase 2 wrote it: on the staging branch (a rewrite), or as files for the cursor commit.
 
     ``survivors``: the compacted rows of ``C`` it keeps; ``appended``: the rows of the new range it added;
     ``delete_files``: position deletes still to register with the cursor commit (incremental runs);
+    ``data_files``: the kept rows' data files, also registered by the cursor commit (incremental runs);
     ``trims``: per partition trimmed by a retention trim, how many rows went and the lowest offset kept;
     ``durations_ms``: how long its passes took (``delete_ms``, ``append_ms`` or ``rewrite_ms``).
     """
@@ -37,3 +40,4 @@ class Phase2Result:
     delete_files: tuple[DeleteFileInfo, ...] = ()
     trims: Mapping[int, tuple[int, int | None]] = field(default_factory=dict)
     durations_ms: Mapping[str, int] = field(default_factory=dict)
+    data_files: tuple[DataFile, ...] = ()
