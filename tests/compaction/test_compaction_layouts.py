@@ -15,6 +15,7 @@ from pyspark.sql.readwriter import DataFrameWriterV2
 from compactor.compaction import execution
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.compaction.phase2 import incremental
+from compactor.compaction.phase2.files import write_view_files
 from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord
@@ -100,11 +101,9 @@ def captured_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             return _real(self, *args, **kwargs)
 
         monkeypatch.setattr(DataFrameWriterV2, method, capture)
-    real_files = incremental.write_view_files
-
     def capture_files(rows: DataFrame, *args: Any) -> Any:
         plans.append(rows._jdf.queryExecution().executedPlan().toString())
-        return real_files(rows, *args)
+        return write_view_files(rows, *args)
 
     monkeypatch.setattr(incremental, "write_view_files", capture_files)
     yield plans
