@@ -1,0 +1,71 @@
+"""An incremental run's kept rows become data files that the cursor commit registers with the position deletes
+(compactor/compaction/phase2/files.py): one snapshot per run on the compacted table's ``main``, the files' column
+statistics from their footers, and data manifests merged size-tiered so that their number does not grow with the
+number of runs."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.manifest import ManifestContent
+from pyspark.sql import SparkSession
+
+from compactor import schema as ts
+from compactor.compaction.job import compact_topic
+from compactor.iceberg.bounds import file_bound
+from compactor.iceberg.snapshots import MERGE_FACTOR
+from compactor.lake import Lake
+from compactor.producing.producer import produce
+from compactor.topics.records import ProducerRecord
+from tests.helpers import compacted_rows
+
+pytestmark = pytest.mark.spark
+
+
+def test_an_incremental_run_adds_one_snapshot_with_its_files_and_deletes(spark: SparkSession, lake: Lake) -> None:
+    lake.create_topic("f.t", partitions=2, config={"cleanup.policy": "compact"})
+    topic = lake.topic("f.t")
+    produce(topic, [ProducerRecord(b"k%d" % (i % 7), b"v%d" % i, partition=i % 2) for i in range(40)], now_ms=1)
+    first = compact_topic(lake, "f.t", now_ms=1000)
+    produce(topic.refresh(), [ProducerRecord(b"k%d" % (i % 3), b"w%d" % i, partition=i % 2) for i in range(9)]
+            + [ProducerRecord(b"k4", None, partition=0)], now_ms=2)
+    second = compact_topic(lake, "f.t", now_ms=2000)
+    table = lake.catalog.load_table("f.t__compacted")
+    head = table.metadata.snapshot_by_id(second.compacted_snapshot_id or 0)
+    assert head is not None and head.parent_snapshot_id == first.compacted_snapshot_id  # no staging snapshot
+    summary = head.summary
+    assert summary is not None and summary.operation.value == "overwrite"  # new rows and position deletes
+    counts = {k: int(v) for k, v in summary.additional_properties.items() if v.isdigit()}
+    assert counts["added-data-files"] == 2 and counts["added-position-delete-files"] >= 1
+    stats = second.stats
+    assert stats.view_data_files == counts["total-data-files"]
+    assert stats.bytes_written == counts["added-files-size"]
+    new_files = [e.data_file for m in head.manifests(table.io) if m.content == ManifestContent.DATA
+                 for e in m.fetch_manifest_entry(table.io) if e.snapshot_id == head.snapshot_id]
+    assert sorted(int(f.partition[0]) for f in new_files) == [0, 1]
+    for data_file in new_files:  # each file holds one partition, with the statistics of its footer
+        rows = pq.read_table(table.io.new_input(data_file.file_path).open())
+        assert set(rows[ts.PARTITION].to_pylist()) == {int(data_file.partition[0])}
+        assert data_file.record_count == rows.num_rows
+        offsets = rows[ts.OFFSET].to_pylist()
+        assert file_bound(data_file.lower_bounds, ts.OFFSET_FIELD_ID, "long") == min(offsets)
+        assert file_bound(data_file.upper_bounds, ts.OFFSET_FIELD_ID, "long") == max(offsets)
+        assert offsets == sorted(offsets)
+    k4 = {r.partition: r.value for r, _ in compacted_rows(lake, "f.t") if r.key == b"k4"}
+    assert k4 == {0: None, 1: b"v39"}  # the tombstone of partition 0 kept; partition 1's k4 untouched
+
+
+def test_data_manifests_stay_few_over_many_runs(spark: SparkSession, lake: Lake) -> None:
+    lake.create_topic("f.m", config={"cleanup.policy": "compact"})
+    latest: dict[bytes, bytes] = {}
+    for run in range(1, 13):
+        records = [ProducerRecord(b"k%d" % ((run * 5 + i) % 11), b"%d-%d" % (run, i)) for i in range(5)]
+        produce(lake.topic("f.m"), records, now_ms=run)
+        latest.update((r.key, r.value) for r in records if r.key is not None and r.value is not None)
+        assert compact_topic(lake, "f.m", now_ms=run * 1000).committed
+    table = lake.catalog.load_table("f.m__compacted")
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    data = [m for m in snapshot.manifests(table.io) if m.content == ManifestContent.DATA]
+    assert len(data) < MERGE_FACTOR, len(data)  # twelve runs' files, in fewer manifests than runs
+    assert {r.key: r.value for r, _ in compacted_rows(lake, "f.m")} == latest
