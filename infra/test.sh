@@ -21,5 +21,21 @@ fi
 echo "[test] the test JVMs' class-data-sharing archive" >&2   # once per JVM and jar set (tests/jvm_archive.py)
 "$PY" -m tests.jvm_archive
 echo "[test] pytest" >&2
+# The tests' temporary directories (their lakes, catalogs and servers' data) on a memory file system when it has
+# room: every catalog commit, Parquet file and metadata file is written there, and SQLite's fsyncs cost nothing
+# (5-8% of the wall time of a JVM-heavy subset on this disk). pytest empties the folder at the next run's start; a
+# passing run's is removed at its end, a failing run's kept for a look. A caller's own --basetemp wins.
+BASETEMP=()
+SHM_DIR=/dev/shm/compactor-tests-$(id -u)
+if [ -d /dev/shm ] && [ -w /dev/shm ] \
+   && [ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')" -gt $((8 * 1024 * 1024)) ] 2>/dev/null; then
+  BASETEMP=(--basetemp "$SHM_DIR")
+  echo "[test] temporary directories in $SHM_DIR (memory)" >&2
+fi
 # -n 2: two workers, one SparkSession each; one Kafka broker, Connect worker and REST catalog (tests/conftest.py)
-exec "$PY" -m pytest -n 2 --durations=25 "$@"
+status=0
+"$PY" -m pytest -n 2 --durations=25 "${BASETEMP[@]}" "$@" || status=$?
+if [ "$status" -eq 0 ] && [ ${#BASETEMP[@]} -gt 0 ]; then
+  rm -rf "$SHM_DIR"
+fi
+exit "$status"
