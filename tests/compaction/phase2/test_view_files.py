@@ -60,7 +60,7 @@ def test_data_manifests_stay_few_over_many_runs(spark: SparkSession, lake: Lake)
     manifests are merged size-tiered instead of growing by one per run."""
     lake.create_topic("f.m", config={"cleanup.policy": "compact"})
     latest: dict[bytes, bytes] = {}
-    for run in range(13):
+    for run in range(MERGE_FACTOR + 1):  # one more data file than a tier holds before it merges
         records = [ProducerRecord(b"k%d-%d" % (run, i), b"v%d" % i) for i in range(3)]
         produce(lake.topic("f.m"), records, now_ms=run + 1)
         latest.update((r.key, r.value) for r in records if r.key is not None and r.value is not None)
@@ -70,6 +70,6 @@ def test_data_manifests_stay_few_over_many_runs(spark: SparkSession, lake: Lake)
     snapshot = table.current_snapshot()
     assert snapshot is not None
     data = [m for m in snapshot.manifests(table.io) if m.content == ManifestContent.DATA]
-    assert sum(int(m.added_files_count or 0) + int(m.existing_files_count or 0) for m in data) == 13
-    assert len(data) < MERGE_FACTOR, len(data)  # thirteen runs' files, in fewer manifests than runs
+    assert sum(int(m.added_files_count or 0) + int(m.existing_files_count or 0) for m in data) == MERGE_FACTOR + 1
+    assert len(data) < MERGE_FACTOR, len(data)  # the runs' files, in fewer manifests than runs
     assert {r.key: r.value for r, _ in compacted_rows(lake, "f.m")} == latest
