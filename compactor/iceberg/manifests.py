@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
@@ -35,7 +36,11 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
 from compactor import schema as ts
+from compactor.errors import InputError
+from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.internals import PositionDeleteManifestWriter
+from compactor.iceberg.storage import delete_uncommitted
+from compactor.workers import pool
 
 FILE_PATH_ID = 2147483546  # Iceberg's reserved field ids of position delete files
 POS_ID = 2147483545
@@ -60,6 +65,27 @@ def partition_data_file(table: Table, schema: Schema, path: str, partition: int,
         content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET, partition=Record(partition),
         file_size_in_bytes=size_bytes, sort_order_id=None, spec_id=table.metadata.default_spec_id,
         equality_ids=None, key_metadata=None, **statistics.to_serialized_dict())
+
+
+def written_data_files(table: Table, schema: Schema, written: Sequence[tuple[str, int, int, int]],
+                       what: str) -> list[DataFile]:
+    """Files just written into ``table`` (each ``(path, partition, rows, bytes)``, of columns ``schema``) as
+    ``DataFile`` entries, from their footers read side by side; each must hold the rows its writer counted. If
+    any cannot be read or does not, the files are deleted (they were never committed) and the error raised."""
+    try:
+        with translate_storage_errors(f"reading the footers of {what}'s new files"):
+            return list(pool().map(lambda w: _footer_data_file(table, schema, *w), written))
+    except BaseException:
+        delete_uncommitted(table.io, [path for path, *_ in written])
+        raise
+
+
+def _footer_data_file(table: Table, schema: Schema, path: str, partition: int, rows: int, size: int) -> DataFile:
+    with table.io.new_input(path).open() as stream:
+        footer = pq.read_metadata(stream)
+    if footer.num_rows != rows:
+        raise InputError(f"the new data file {path} holds {footer.num_rows} rows, its writer wrote {rows}")
+    return partition_data_file(table, schema, path, partition, size, footer)
 
 
 @dataclass(frozen=True)
@@ -140,4 +166,4 @@ def delete_summary(files: Sequence[DeleteFileInfo]) -> dict[str, str]:
 
 
 __all__ = ["FILE_PATH_ID", "POS_ID", "DeleteFileInfo", "data_manifest", "delete_manifest", "delete_summary",
-           "partition_data_file", "topic_data_file"]
+           "partition_data_file", "topic_data_file", "written_data_files"]

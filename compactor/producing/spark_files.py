@@ -21,22 +21,19 @@ import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from compactor import schema as ts
 from compactor.errors import CountMismatchError, InputError
 from compactor.iceberg.bounds import file_bound
-from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.manifests import topic_data_file
+from compactor.iceberg.manifests import written_data_files
 from compactor.iceberg.storage import delete_uncommitted
 from compactor.lake import Lake
 from compactor.producing.spark_counts import Counts, bad_row
-from compactor.spark.udf import TASK_OFFSET_SKIP, task_offset, topic_files
+from compactor.spark.udf import TASK_OFFSET_SKIP, parse_file_line, task_offset, topic_files
 from compactor.topics.record_rules import SIZE
 from compactor.topics.topic import Topic
-from compactor.workers import pool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -114,13 +111,8 @@ class SparkFiles:
                 raise
             size, spark_partition, row = (int(g) for g in found.groups())
             raise bad_row(SIZE, size, len(self.counts), self.max_message_bytes, spark_partition, row) from None
-        written = [_parse(line) for line in lines]
-        try:
-            with translate_storage_errors(f"reading the footers of {self.topic.name}'s new files"):
-                files = list(pool().map(lambda w: _data_file(table, *w[:4]), written))
-        except BaseException:
-            delete_uncommitted(table.io, [w[0] for w in written])
-            raise
+        written = [parse_file_line(line) for line in lines]
+        files = written_data_files(table, ts.TOPIC_SCHEMA, [w[:4] for w in written], str(self.topic.name))
         check_files(files, base, self.counts, table)
         self.sizes = np.zeros(len(self.counts), np.int64)
         for _, partition, _, _, record_bytes in written:
@@ -135,20 +127,6 @@ class SparkFiles:
         delete_uncommitted(self.topic.table.io, [f.file_path for f in self.data_files])
         self.data_files = []
         self.base = np.full(len(self.counts), -1, np.int64)
-
-
-def _parse(line: str) -> tuple[str, int, int, int, int]:
-    path, partition, rows, size, record_bytes = line.split("\t")
-    return path, int(partition), int(rows), int(size), int(record_bytes)
-
-
-def _data_file(table: Table, path: str, partition: int, rows: int, size: int) -> DataFile:
-    """A written file as a ``DataFile`` with its column statistics, from its Parquet footer."""
-    with table.io.new_input(path).open() as stream:
-        metadata = pq.read_metadata(stream)
-    if metadata.num_rows != rows:
-        raise InputError(f"the new data file {path} holds {metadata.num_rows} rows, its writer wrote {rows}")
-    return topic_data_file(table, path, partition, size, metadata)
 
 
 def check_files(files: list[DataFile], base: np.ndarray, counts: np.ndarray, table: Table) -> None:

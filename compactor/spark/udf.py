@@ -91,6 +91,12 @@ def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str,
     return _strings(files)
 
 
+def parse_file_line(line: str) -> tuple[str, int, int, int, int]:
+    """One line of ``topic_files``: the file's path, topic partition, rows, bytes and record bytes."""
+    path, partition, rows, size, record_bytes = line.split("\t")
+    return path, int(partition), int(rows), int(size), int(record_bytes)
+
+
 def topic_counts(rows: DataFrame, partitions: int) -> list[str]:
     """The counting pass over ``rows`` (Spark partition, topic partition, problem kind, problem value), one stage
     and one line per task (``compactor.udf.TopicCounts``): ``spark partition\tcounts per topic partition\t
@@ -115,5 +121,5 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["TASK_OFFSET_SKIP", "headers_type", "murmur2_partition", "register_functions", "task_offset",
-           "topic_counts", "topic_files"]
+__all__ = ["TASK_OFFSET_SKIP", "headers_type", "murmur2_partition", "parse_file_line", "register_functions",
+           "task_offset", "topic_counts", "topic_files"]

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from compactor import schema as ts
-from compactor.errors import InputError
-from compactor.iceberg.catalog import translate_storage_errors
-from compactor.iceberg.manifests import partition_data_file
-from compactor.iceberg.storage import delete_uncommitted
-from compactor.spark.udf import topic_files
-from compactor.workers import pool
+from compactor.iceberg.manifests import written_data_files
+from compactor.spark.udf import parse_file_line, topic_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,24 +37,5 @@ def write_view_files(rows: DataFrame, table: Table, spark_name: str, batch: str)
 
     framed = rows.select(*ts.VIEW_COLUMNS, F.coalesce(F.col(ts.RECORD_BYTES), F.lit(0)).cast("bigint"),
                          F.lit(0).cast("bigint"))  # TopicFiles' size and row-id columns: sizes are summed, unchecked
-    lines = topic_files(framed, spark_name, batch, {}, NO_RECORD_LIMIT)
-    written = [_parse(line) for line in lines]
-    try:
-        with translate_storage_errors(f"reading the footers of {table.name()}'s new files"):
-            return list(pool().map(lambda w: _data_file(table, *w), written))
-    except BaseException:
-        delete_uncommitted(table.io, [path for path, *_ in written])
-        raise
-
-
-def _parse(line: str) -> tuple[str, int, int, int]:
-    path, partition, rows, size, _ = line.split("\t")
-    return path, int(partition), int(rows), int(size)
-
-
-def _data_file(table: Table, path: str, partition: int, rows: int, size: int) -> DataFile:
-    with table.io.new_input(path).open() as stream:
-        metadata = pq.read_metadata(stream)
-    if metadata.num_rows != rows:
-        raise InputError(f"the new data file {path} holds {metadata.num_rows} rows, its writer wrote {rows}")
-    return partition_data_file(table, ts.COMPACTED_SCHEMA, path, partition, size, metadata)
+    written = [parse_file_line(line)[:4] for line in topic_files(framed, spark_name, batch, {}, NO_RECORD_LIMIT)]
+    return written_data_files(table, ts.COMPACTED_SCHEMA, written, str(table.name()))
