@@ -33,11 +33,19 @@ class RunContext:
     run_id: str
     stage: str                      # the private staging branch of the compacted table (``staging.stage_branch``)
     scratch: str                    # the phase-1 scratch table's catalog identifier (``scratch.scratch_identifier``)
-    view_location: str              # the compacted table's location (scratch and position delete files go below it)
+    view: Table                     # the compacted table as pinned (its location, schema, properties and IO)
     progress: Progress
     raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
-    view_io: FileIO | None = None   # the compacted table's file IO (a REST catalog's vended credentials)
-    view: Table | None = None       # the compacted table as pinned (its schema, properties and IO for new files)
+
+    @property
+    def view_location(self) -> str:
+        """The compacted table's location (scratch and position delete files go below it)."""
+        return self.view.metadata.location
+
+    @property
+    def view_io(self) -> FileIO:
+        """The compacted table's file IO (a REST catalog's vended credentials)."""
+        return self.view.io
 
     @property
     def winners_inline(self) -> bool:

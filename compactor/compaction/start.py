@@ -103,8 +103,7 @@ def open_run(lake: Lake, topic: Topic, plan: CompactionPlan, view_table: Table, 
     with translate_storage_errors(f"creating the staging branch of {name}"):
         create_stage_branch(catalog, name.compacted_identifier, stage, base, previous)
     return RunContext(name, plan, spark, chosen, lake.config.catalog_name, run_id, stage,
-                      scratch_identifier(name, plan.now_ms, run_id), view_table.metadata.location, progress,
-                      raw_timestamps, view_io=view_table.io, view=view_table)
+                      scratch_identifier(name, plan.now_ms, run_id), view_table, progress, raw_timestamps)
 
 
 def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,

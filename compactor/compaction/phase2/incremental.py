@@ -108,8 +108,6 @@ def _append_pass(run: RunContext, winners: Winners,
         new_rows = frames.kept_range_rows(run, winners, read).observe(kept, *rows.view_stats_columns(""))
     finally:
         planned.set()
-    if run.view is None:
-        raise ValueError("the append pass needs the pinned compacted table")
     with job_description(run.spark, f"compactor {run.name}: phase 2 (append the kept rows)"):
         data_files = write_view_files(new_rows, run.view, run.view_table, run.run_id)
     appended = ViewStats.from_metrics(observed_metrics(kept))
