@@ -134,7 +134,7 @@ class TwoPhaseCompactor:
             with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
                 winners = find_winners(run, self.lake.catalog) if plan.ranges else None
                 failpoints.hit("after-phase-1")
-                written = write_view(run, self.lake.config, winners)
+                written = write_view(run, winners)
             failpoints.hit("after-write")
             _check_density(self.name, plan, written)
             if not plan.ranges and not plan.strategy_changed and written.survivors.rows == plan.view.rows:

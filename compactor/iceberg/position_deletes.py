@@ -1,5 +1,6 @@
-"""Position deletes written by a Spark pass, and registered by the commit that publishes them: a native
-compaction run's delete pass (``compaction.phase2.incremental``) and an attached log's (``attach.passes``).
+"""Position deletes written by a Spark pass, and registered by the commit that publishes them: an attached log's
+delete pass (``attach.passes``). A native compaction run writes its position deletes in the same job as its kept
+rows (``compaction.phase2.files``).
 
 Spark's row-level ``DELETE`` would scan and join the view a second time, then sort and repartition before
 writing (3.5 s of a 4.9 s incremental run on the benchmark). Instead, the pass that finds the rows a run

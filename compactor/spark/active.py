@@ -30,7 +30,7 @@ def active_session(spark: SparkSession) -> Iterator[SparkSession]:
     """Make ``spark`` the active session of this thread (JVM and PySpark) inside the block, then restore the
     previous one (or none). The JVM keeps one active session per thread; PySpark pins each Python thread to
     one JVM thread, so set and restore happen on the same thread."""
-    jvm_sessions = internals.jvm(spark).org.apache.spark.sql.SparkSession
+    jvm_sessions = internals.java_class("org.apache.spark.sql.SparkSession", spark)
     previous = jvm_sessions.getActiveSession()
     previous_py = internals.python_active_session()
     jvm_sessions.setActiveSession(internals.java_session(spark))

@@ -1,11 +1,11 @@
 """The compiled Spark functions (``compactor.udf.*``): Kafka's partitioner, the producer's counting pass, row
-offsets and file writer, JVM-only work on executors.
+offsets and file writer, and an incremental compaction run's file writer, JVM-only work on executors.
 
 All are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
 ``compactor-udf.jar``, which every session puts on its classpath and ``spark-submit --jars`` ships to the
 executors (``compactor.spark.jars``). The partitioner and the offsets run as Spark's ``ScalaUDF`` over the
 columns' own values (the key's bytes reach Kafka's murmur2 as they are: no decoding to a string, no reflection
-per row); the counting pass and the writer run over a query's rows, each as a SQL execution of its own. No
+per row); the counting pass and the writers run over a query's rows, each as a SQL execution of its own. No
 Python runs on the executors. A session without the jar is an error naming the set-up step, never a slower fallback.
 """
 
@@ -30,11 +30,9 @@ def _functions(name: str = "Functions") -> Any:
     missing jar, or one built before the class existed)."""
     from py4j.java_gateway import JavaClass
 
-    found: Any = internals.jvm()
-    if found is None:
+    if internals.jvm() is None:
         raise MissingJarsError("a compiled Spark function needs a running SparkSession (Lake.spark())")
-    for part in (*PACKAGE.split("."), name):
-        found = getattr(found, part)
+    found = internals.java_class(f"{PACKAGE}.{name}")
     if not isinstance(found, JavaClass):
         raise MissingJarsError(f"the Spark session cannot load {PACKAGE}.{name}: {UDF_JAR} is not on its "
                                "classpath (or was built from older sources). Run infra/setup.sh (it builds the "
@@ -85,10 +83,23 @@ def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str,
     properties. A record over ``max_record_bytes`` fails the write (its files deleted). Commits nothing: returns
     ``path\tpartition\trows\tbytes\trecord bytes`` per file. ``batch`` goes into the file names."""
     writer = _functions("TopicFiles")  # the jar is on the classpath (else an error naming the set-up)
-    loaded = internals.jvm().org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    loaded = internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
         internals.java_session(rows.sparkSession), table)
     files = writer.write(internals.java_frame(rows), loaded, batch, dict(overrides), max_record_bytes)
     return _strings(files)
+
+
+def view_files(rows: DataFrame, table: str, batch: str, flush_positions: int) -> list[str]:
+    """Write ``rows`` (the compacted table's columns in schema order, then ``_file`` and ``_pos``: a row with a
+    ``_file`` is a position to delete, any other a row to keep) into new data and position-delete files of the
+    Iceberg table ``table`` (as the session's catalog names it), in one job (``compactor.udf.ViewFiles``).
+    Commits nothing: returns a line per file, ``data\t`` and a ``topic_files`` line, or ``deletes\tpath\t
+    partition\tpositions\tbytes\tfirst path\tlast path``. ``batch`` goes into the file names; a task writes out
+    its positions whenever ``flush_positions`` have gathered (so its memory for them is bounded)."""
+    writer = _functions("ViewFiles")
+    loaded = internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
+        internals.java_session(rows.sparkSession), table)
+    return _strings(writer.write(internals.java_frame(rows), loaded, batch, flush_positions))
 
 
 def parse_file_line(line: str) -> tuple[str, int, int, int, int]:
@@ -122,4 +133,4 @@ def headers_type() -> str:
 
 
 __all__ = ["TASK_OFFSET_SKIP", "headers_type", "murmur2_partition", "parse_file_line", "register_functions",
-           "task_offset", "topic_counts", "topic_files"]
+           "task_offset", "topic_counts", "topic_files", "view_files"]

@@ -14,10 +14,10 @@ from pyspark.sql.readwriter import DataFrameWriterV2
 
 from compactor.compaction import execution
 from compactor.compaction.job import TwoPhaseCompactor
-from compactor.compaction.phase2 import incremental
-from compactor.compaction.phase2.files import write_view_files
+from compactor.compaction.phase2 import files
 from compactor.lake import Lake
 from compactor.producing.producer import produce
+from compactor.spark.udf import view_files
 from compactor.topics.records import ProducerRecord
 from tests.helpers import compacted_rows, view
 
@@ -103,9 +103,9 @@ def captured_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         monkeypatch.setattr(DataFrameWriterV2, method, capture)
     def capture_files(rows: DataFrame, *args: Any) -> Any:
         plans.append(rows._jdf.queryExecution().executedPlan().toString())
-        return write_view_files(rows, *args)
+        return view_files(rows, *args)
 
-    monkeypatch.setattr(incremental, "write_view_files", capture_files)
+    monkeypatch.setattr(files, "view_files", capture_files)
     yield plans
 
 

@@ -77,8 +77,22 @@ def test_the_job_session_resolves_spark_functions_to_the_same_class(spark: Spark
 
     job = lake.job_spark()
     assert internals.jvm(job).functions._fqn == "org.apache.spark.sql.functions"
+    assert internals.jvm(job).PythonUtils._fqn == "org.apache.spark.api.python.PythonUtils"
     row = job.range(3).select(F.max(F.col("id") + F.lit(1)).alias("top")).first()
     assert row is not None and row["top"] == 3
+
+
+def test_java_class_names_a_class_by_its_full_name(spark: SparkSession) -> None:
+    """``spark.internals.java_class`` resolves a full name through a single-type import (one class lookup instead
+    of one per package): the class itself, callable; a name that is no class stays a py4j package."""
+    from py4j.java_gateway import JavaClass, JavaPackage
+
+    from compactor.spark import internals
+
+    sessions = internals.java_class("org.apache.spark.sql.SparkSession", spark)
+    assert isinstance(sessions, JavaClass) and sessions._fqn == "org.apache.spark.sql.SparkSession"
+    assert sessions.getActiveSession() is not None
+    assert isinstance(internals.java_class("compactor.udf.NoSuchClass"), JavaPackage)
 
 
 def test_observed_metrics_are_what_observation_get_returns(spark: SparkSession) -> None:

@@ -11,10 +11,9 @@ from compactor.compaction.phase2.incremental import write_incremental
 from compactor.compaction.phase2.outcome import Phase2Result
 from compactor.compaction.phase2.rewrite import write_rewrite
 from compactor.compaction.phase2.trim import trim_starts
-from compactor.config import LakeConfig
 
 
-def write_view(run: RunContext, config: LakeConfig, winners: Winners | None) -> Phase2Result:
+def write_view(run: RunContext, winners: Winners | None) -> Phase2Result:
     """Write the view the plan asks for on the staging branch, from phase 1's ``winners`` (``None``: the run has
     no new range); see the module docstring."""
     plan = run.plan
@@ -22,4 +21,4 @@ def write_view(run: RunContext, config: LakeConfig, winners: Winners | None) -> 
     trims = trim_starts(run, winners) if plan.trim_before_ms is not None else {}
     if plan.rewrite_reason:
         return write_rewrite(run, winners, trims)
-    return write_incremental(run, config, winners, trims)
+    return write_incremental(run, winners, trims)

@@ -9,18 +9,9 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 
-import org.apache.iceberg.MetricsConfig;
-import org.apache.iceberg.PartitionKey;
-import org.apache.iceberg.PartitionSpec;
-import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.io.FileAppender;
-import org.apache.iceberg.io.OutputFile;
-import org.apache.iceberg.parquet.Parquet;
-import org.apache.iceberg.spark.data.SparkParquetWriters;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
@@ -80,13 +71,10 @@ public final class TopicFiles {
         final CollectionAccumulator<String> finished = context.sc().collectionAccumulator("compactor topic files");
         final List<String> lines;
         try {
-            lines = Executions.run(frame, "compactor: the DataFrame producer's files",
-                    () -> frame.queryExecution().toRdd().toJavaRDD()
-                            .mapPartitions((Iterator<InternalRow> rows) -> writeTask(rows, shared.value(), sparkType,
-                                    batch, overrides, maxRecordBytes, finished).iterator())
-                            .collect());
+            lines = TaskFiles.run(frame, "compactor: the DataFrame producer's files",
+                    rows -> writeTask(rows, shared.value(), sparkType, batch, overrides, maxRecordBytes, finished));
         } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
-            deleteQuietly(table, finished.value());  // the write's own error is the one to report
+            TaskFiles.deleteQuietly(table, finished.value());  // the write's own error is the one to report
             throw e;
         }
         // An oversized record is a task's result, not its failure: the job ends with every task's files known
@@ -112,19 +100,8 @@ public final class TopicFiles {
                 written.add(line.substring(0, line.indexOf('\t')));
             }
         }
-        deleteQuietly(table, written);  // the record's error is the one to report
+        TaskFiles.deleteQuietly(table, written);  // the record's error is the one to report
         throw new IllegalArgumentException(oversized);
-    }
-
-    /** Delete the files at {@code paths}; one that cannot be deleted is left to orphan cleanup (never registered). */
-    private static void deleteQuietly(final Table table, final Iterable<String> paths) {
-        for (final String path : paths) {
-            try {
-                table.io().deleteFile(path);
-            } catch (RuntimeException ignored) {
-                // left to orphan cleanup
-            }
-        }
     }
 
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
@@ -132,11 +109,9 @@ public final class TopicFiles {
                                           final Map<String, String> overrides, final long maxRecordBytes,
                                           final CollectionAccumulator<String> finished) {
         final TaskContext task = TaskContext.get();
-        final int sparkPartition = task == null ? 0 : task.partitionId();
-        final String prefix = String.format("%05d-%d-%s", sparkPartition, task == null ? 0 : task.taskAttemptId(),
-                batch);
+        final String prefix = TaskFiles.prefix(batch);
         final int sizeColumn = sparkType.fields().length;
-        final Map<Integer, Open> open = new HashMap<>();
+        final Map<Integer, TaskFiles.DataFile> open = new HashMap<>();
         final List<String> out = new ArrayList<>();
         boolean done = false;
         try {
@@ -149,24 +124,20 @@ public final class TopicFiles {
                             + ((id & ((1L << ROW_BITS) - 1)) + 1) + "]");
                 }
                 final int partition = row.getInt(0);
-                Open file = open.get(partition);
+                TaskFiles.DataFile file = open.get(partition);
                 if (file == null) {
-                    file = new Open(table, sparkType, prefix, partition, overrides);
+                    file = new TaskFiles.DataFile(table, sparkType, prefix, partition, overrides);
                     open.put(partition, file);
                 }
-                file.appender.add(row);
-                file.rows++;
-                file.recordBytes += size;
+                file.add(row, size);
             }
             if (task != null) {
                 task.killTaskIfInterrupted();  // the job failed meanwhile: this task's files go too
             }
-            for (final Open file : open.values()) {
-                file.appender.close();
-                out.add(file.path + "\t" + file.partition + "\t" + file.rows + "\t" + file.appender.length() + "\t"
-                        + file.recordBytes);
+            for (final TaskFiles.DataFile file : open.values()) {
+                out.add(file.close());
             }
-            for (final Open file : open.values()) {
+            for (final TaskFiles.DataFile file : open.values()) {
                 finished.add(file.path);
             }
             done = true;
@@ -176,47 +147,12 @@ public final class TopicFiles {
         } finally {
             if (!done) {
                 final List<String> paths = new ArrayList<>();
-                for (final Open file : open.values()) {
-                    try {
-                        file.appender.close();  // a no-op once closed
-                    } catch (IOException | RuntimeException ignored) {
-                        // the task fails with its first error
-                    }
+                for (final TaskFiles.DataFile file : open.values()) {
+                    file.abandon();
                     paths.add(file.path);
                 }
-                deleteQuietly(table, paths);
+                TaskFiles.deleteQuietly(table, paths);
             }
-        }
-    }
-
-    /** One open data file of one topic partition in one task. */
-    private static final class Open {
-        private final String path;
-        private final int partition;
-        private final FileAppender<InternalRow> appender;
-        private long rows;
-        private long recordBytes;
-
-        Open(final Table table, final StructType sparkType, final String prefix, final int partition,
-             final Map<String, String> overrides) throws IOException {
-            final Schema schema = table.schema();
-            final PartitionSpec spec = table.spec();
-            final PartitionKey key = new PartitionKey(spec, schema);
-            key.set(0, partition);
-            final String name = prefix + "-" + partition + "-" + UUID.randomUUID().toString().substring(0, 8)
-                    + ".parquet";
-            this.path = table.locationProvider().newDataLocation(spec, key, name);
-            this.partition = partition;
-            final OutputFile output = table.io().newOutputFile(path);
-            final Map<String, String> settings = new HashMap<>(table.properties());
-            settings.putAll(overrides);
-            this.appender = Parquet.write(output)
-                    .schema(schema)
-                    .createWriterFunc(type -> SparkParquetWriters.buildWriter(sparkType, type))
-                    .setAll(settings)
-                    .metricsConfig(MetricsConfig.forTable(table))
-                    .overwrite()
-                    .build();
         }
     }
 }

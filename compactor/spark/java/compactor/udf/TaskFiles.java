@@ -1,0 +1,176 @@
+package compactor.udf;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+
+import org.apache.hadoop.fs.Path;
+import org.apache.iceberg.MetricsConfig;
+import org.apache.iceberg.PartitionKey;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.hadoop.HadoopConfigurable;
+import org.apache.iceberg.hadoop.HadoopOutputFile;
+import org.apache.iceberg.io.FileAppender;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.io.OutputFile;
+import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.spark.data.SparkParquetWriters;
+import org.apache.spark.TaskContext;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.StructType;
+
+import scala.collection.JavaConverters;
+import scala.reflect.ClassTag$;
+import scala.runtime.AbstractFunction2;
+
+/**
+ * What a Spark task that writes files into an Iceberg table shares with the others ({@link TopicFiles},
+ * {@link ViewFiles}): the files' names and locations, an open data file of one topic partition, and the clean-up
+ * of files that will never be registered.
+ */
+final class TaskFiles {
+    private TaskFiles() {
+    }
+
+    /** A task's work over its rows: the lines of the files it wrote. */
+    interface Work extends Serializable {
+        List<String> write(Iterator<InternalRow> rows);
+    }
+
+    /**
+     * Run {@code work} over each partition of {@code frame}'s rows as one Spark job, in a SQL execution named
+     * {@code name}; returns the tasks' lines in partition order.
+     */
+    static List<String> run(final Dataset<?> frame, final String name, final Work work) {
+        return Executions.run(frame, name, () -> {
+            final RDD<InternalRow> rows = frame.queryExecution().toRdd();
+            final Object results = rows.sparkContext().runJob(rows, new Job(work),
+                    ClassTag$.MODULE$.apply(String[].class));
+            final List<String> lines = new ArrayList<>();
+            for (final String[] task : (String[][]) results) {
+                Collections.addAll(lines, task);
+            }
+            return lines;
+        });
+    }
+
+    /**
+     * A job's function as a named class rather than a lambda: Spark's closure cleaner reads and parses the bytecode
+     * of the class that defines a lambda (for {@code JavaRDD.mapPartitions}, Spark's own {@code JavaRDDLike}) at
+     * every job, and leaves other functions alone.
+     */
+    private static final class Job extends AbstractFunction2<TaskContext, scala.collection.Iterator<InternalRow>,
+            String[]> implements Serializable {
+        private static final long serialVersionUID = 1L;
+        private final Work work;
+
+        Job(final Work work) {
+            this.work = work;
+        }
+
+        @Override
+        public String[] apply(final TaskContext context, final scala.collection.Iterator<InternalRow> rows) {
+            return work.write(JavaConverters.asJavaIterator(rows)).toArray(new String[0]);
+        }
+    }
+
+    /** The start of this task's file names: {@code <spark partition>-<attempt>-<batch>}. */
+    static String prefix(final String batch) {
+        final TaskContext task = TaskContext.get();
+        return String.format("%05d-%d-%s", task == null ? 0 : task.partitionId(),
+                task == null ? 0 : task.taskAttemptId(), batch);
+    }
+
+    /** A new file's location in {@code table}'s data directory for topic partition {@code partition}. */
+    static String location(final Table table, final String prefix, final int partition, final String kind) {
+        final String name = prefix + "-" + partition + kind + "-" + UUID.randomUUID().toString().substring(0, 8)
+                + ".parquet";
+        return table.locationProvider().newDataLocation(table.spec(), partitionKey(table, partition), name);
+    }
+
+    /** The partition tuple of topic partition {@code partition} (the tables are partitioned by it alone). */
+    static PartitionKey partitionKey(final Table table, final int partition) {
+        final PartitionKey key = new PartitionKey(table.spec(), table.schema());
+        key.set(0, partition);
+        return key;
+    }
+
+    /**
+     * Where to write the new file {@code path} of {@code table}: for a {@code file:} location of a table whose IO is
+     * Hadoop's, through {@link LocalFiles} with the IO's configuration; else through the table's file IO.
+     */
+    static OutputFile output(final Table table, final String path) {
+        final FileIO io = table.io();
+        if (path.startsWith("file:") && io instanceof HadoopConfigurable) {
+            // by path and configuration, as Iceberg's Parquet writer resolves the file system again from them
+            return HadoopOutputFile.fromPath(new Path(path),
+                    LocalFiles.configuration(((HadoopConfigurable) io).getConf()));
+        }
+        return io.newOutputFile(path);
+    }
+
+    /** Delete the files at {@code paths}; one that cannot be deleted is left to orphan cleanup (never registered). */
+    static void deleteQuietly(final Table table, final Iterable<String> paths) {
+        for (final String path : paths) {
+            try {
+                table.io().deleteFile(path);
+            } catch (RuntimeException ignored) {
+                // left to orphan cleanup
+            }
+        }
+    }
+
+    /** One open data file of one topic partition in one task, written through Iceberg's Parquet writer. */
+    static final class DataFile {
+        final String path;
+        final int partition;
+        final FileAppender<InternalRow> appender;
+        long rows;
+        long recordBytes;
+
+        /** {@code sparkType}: the rows' columns that are the table's, in its schema's order (more may follow). */
+        DataFile(final Table table, final StructType sparkType, final String prefix, final int partition,
+                 final Map<String, String> overrides) throws IOException {
+            this.path = location(table, prefix, partition, "");
+            this.partition = partition;
+            final Map<String, String> settings = new HashMap<>(table.properties());
+            settings.putAll(overrides);
+            this.appender = Parquet.write(output(table, path))
+                    .schema(table.schema())
+                    .createWriterFunc(type -> SparkParquetWriters.buildWriter(sparkType, type))
+                    .setAll(settings)
+                    .metricsConfig(MetricsConfig.forTable(table))
+                    .overwrite()
+                    .build();
+        }
+
+        void add(final InternalRow row, final long size) {
+            appender.add(row);
+            rows++;
+            recordBytes += size;
+        }
+
+        /** Close the file; its line: {@code path \t partition \t rows \t bytes \t record bytes}. */
+        String close() throws IOException {
+            appender.close();
+            return path + "\t" + partition + "\t" + rows + "\t" + appender.length() + "\t" + recordBytes;
+        }
+
+        /** Close the file after a failure, ignoring errors (the task fails with its first one). */
+        void abandon() {
+            try {
+                appender.close();  // a no-op once closed
+            } catch (IOException | RuntimeException ignored) {
+                // the task fails with its first error
+            }
+        }
+    }
+}
