@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.table import Table
 
 from compactor.compaction.context import RunContext
-from compactor.compaction.execution import Layout, choose_layout, estimate_work, task_slots
+from compactor.compaction.execution import SLICED_MIN_WORK, Layout, choose_layout, estimate_work, task_slots
 from compactor.compaction.horizons import RawSnapshotView, compute_horizons, range_records
 from compactor.compaction.plan import CompactionPlan, make_plan, previous_horizons, timestamp_bounds
 from compactor.compaction.scratch import drop_stale_scratch, scratch_identifier
@@ -29,6 +29,7 @@ from compactor.progress import Progress
 from compactor.spark.catalog import register_table_storage
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
+from compactor.topics.strategy import TIMESTAMP_STRATEGY
 from compactor.topics.topic import Topic
 
 if TYPE_CHECKING:
@@ -109,7 +110,14 @@ def open_run(lake: Lake, topic: Topic, plan: CompactionPlan, view_table: Table, 
 def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,
             force: str | None) -> tuple[Layout, tuple[int, int] | None]:
     """Estimate each partition's work from metadata (range records, view rows) and choose the layout; with the
-    range files' timestamp bounds."""
+    range files' timestamp bounds (which only the ``timestamp`` strategy uses). A run whose whole work, with all of
+    the view's rows counted, is below ``SLICED_MIN_WORK`` stays partitioned without planning any file."""
+    if force is None and plan.settings.strategy.kind != TIMESTAMP_STRATEGY:
+        all_view_rows = plan.view.rows if plan.cursor is not None and plan.removes_view_rows else 0
+        whole = sum(estimate_work(plan.range_records, {0: all_view_rows}, max(plan.partitions, 1),
+                                  rewrite=plan.rewrite_reason is not None))
+        if whole < SLICED_MIN_WORK:
+            return choose_layout([whole], slots, raw_bytes=0, view_bytes=0, inline=plan.small_range), None
     with translate_storage_errors(f"planning {topic.name}"):
         raw_files = topic.raw_files(plan.raw_snapshot_id, ranges(plan.ranges)) if plan.ranges else []
         view_files = ([t.file for t in view_table.scan(snapshot_id=plan.cursor.snapshot_id).plan_files()]

@@ -147,3 +147,42 @@ def test_a_run_that_can_go_inline_stays_partitioned_unless_slicing_saves_more_th
     assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8).kind == SLICED
     assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8, inline=True).kind == PARTITIONED
     assert choose_layout([5_000_000], 2, raw_bytes=10**9, view_bytes=0, inline=True).kind == SLICED
+
+
+class _Unplannable:
+    """A topic and a compacted table whose files must not be planned."""
+
+    name = "t.t"
+
+    def raw_files(self, *args: object) -> list[object]:
+        raise AssertionError("planned the range's files")
+
+    def scan(self, *args: object, **kwargs: object) -> object:
+        raise AssertionError("planned the view's files")
+
+
+def _small_plan(view_rows: int, strategy: str = "offset") -> object:
+    from types import SimpleNamespace
+
+    from compactor.topics.strategy import Strategy
+    return SimpleNamespace(settings=SimpleNamespace(strategy=Strategy(kind=strategy)), cursor=object(),
+                           removes_view_rows=True, view=ViewStats(rows=view_rows), range_records={0: 1000, 1: 1000},
+                           partitions=2, rewrite_reason=None, small_range=True, ranges={0: (0, 1000), 1: (0, 1000)},
+                           raw_snapshot_id=1)
+
+
+def test_a_run_too_small_to_slice_chooses_its_layout_without_planning_files() -> None:
+    """Files are planned (pyiceberg reads the manifests) only for what needs them: the split sizes of a sliced run,
+    whose work with every view row counted reaches ``SLICED_MIN_WORK``, and the range's timestamp bounds under the
+    ``timestamp`` strategy."""
+    from compactor.compaction import start
+
+    small = int((execution.SLICED_MIN_WORK - 2000) / execution.NARROW_VIEW_ROW) - 1
+    layout, stamps = start._layout(_small_plan(small), _Unplannable(), _Unplannable(), 2, None)  # type: ignore[arg-type]
+    assert layout.kind == PARTITIONED and stamps is None and "too little work" in layout.reason
+    with pytest.raises(AssertionError, match="planned"):
+        start._layout(_small_plan(small + 1), _Unplannable(), _Unplannable(), 2, None)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="planned"):
+        start._layout(_small_plan(10, "timestamp"), _Unplannable(), _Unplannable(), 2, None)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="planned"):
+        start._layout(_small_plan(10), _Unplannable(), _Unplannable(), 2, SLICED)  # type: ignore[arg-type]
