@@ -132,6 +132,21 @@ def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession
         assert scans and all("value" not in line and "headers" not in line for line in scans), phase1
 
 
+def test_an_incremental_run_finding_its_winners_in_a_window_shuffles_nothing(
+        spark: SparkSession, lake: Lake, captured_plans: list[str]) -> None:
+    """A small incremental range, partitioned: the append pass's window over ``(partition, key)`` sorts each
+    partition's rows where they are read (the scan reports its partitioning), and the delete pass joins in place."""
+    lake.create_topic("l.w", partitions=2, config={"cleanup.policy": "compact"})
+    fill(lake, "l.w", seed=8, partitions=2)
+    compact(lake, spark, "l.w", 5_000)
+    fill(lake, "l.w", seed=9, partitions=2, batches=1)
+    captured_plans.clear()
+    result, _ = compact(lake, spark, "l.w", 6_000)
+    assert result.stats.mode == "incremental" and len(captured_plans) == 2  # the append pass and the delete pass
+    assert any("Window" in plan for plan in captured_plans), captured_plans
+    assert all(exchanges(plan) == [] and "Broadcast" not in plan for plan in captured_plans), captured_plans
+
+
 @pytest.mark.slow  # the caller's session stays in the loop (test_compaction_quiet_runs.py)
 def test_the_callers_session_is_never_changed(spark: SparkSession, lake: Lake, tiny_slices: None) -> None:
     keys = [*execution.JOB_SETTINGS, execution.GROUPED_SCANS, execution.PARTIAL_CLUSTERING,

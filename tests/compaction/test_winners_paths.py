@@ -1,8 +1,9 @@
 """Phase 1's two ways of handing its winners to phase 2 (issue 34): a small range in the partitioned layout keeps no
 scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
-sliced layout keeps them in the run's scratch table. Incremental = full (docs/guarantees.md#compaction) and crash safety
-at every failure point (#the-cursor-and-failures) hold both ways: the same tests run on each way, and check which way
-their runs took."""
+sliced layout keeps them in the run's scratch table. Inline, an incremental run's append pass finds them in the rows it
+reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over ``WINDOW_WINNERS_LIMIT``, when it joins
+the masks (``masks``). Incremental = full (docs/guarantees.md#compaction) and crash safety at every failure point
+(#the-cursor-and-failures) hold every way: the same tests run on each way, and check which way their runs took."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pyspark.sql import SparkSession
 from compactor.compaction import job, plan
 from compactor.compaction.job import compact_topic
 from compactor.compaction.phase1 import winners
+from compactor.compaction.phase2 import rows
 from compactor.lake import Lake
 from tests.backends import Backend
 from tests.compaction import test_compaction_random as randomised
@@ -29,10 +31,14 @@ pytestmark = pytest.mark.spark
 def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Force the way named by the test's ``path`` parameter (``scratch``: no range is small enough to go inline)
     and record, for each run's phase 1, whether it went inline."""
-    if request.node.callspec.params["path"] == "scratch":
+    path = request.node.callspec.params["path"]
+    if path == "scratch":
         monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
+    if path == "masks":
+        monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     seen: list[bool] = []
     real = winners.find_winners
+    real_window = rows.latest_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
         seen.append(run.winners_inline)
@@ -40,15 +46,25 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         assert (found.inline is not None) == run.winners_inline
         return found
 
+    def window_spy(*args: Any, **kwargs: Any) -> Any:
+        WINDOWS.append(True)
+        return real_window(*args, **kwargs)
+
+    WINDOWS.clear()
     monkeypatch.setattr(job, "find_winners", spy)
+    monkeypatch.setattr(rows, "latest_range_rows", window_spy)
     yield seen
 
 
+WINDOWS: list[bool] = []  # an append pass found its winners in a window over the range's rows
+
+
 def took(seen: list[bool], path: str) -> bool:
-    return bool(seen) and all(inline == (path == "inline") for inline in seen)
+    return bool(seen) and all(inline == (path != "scratch") for inline in seen) and bool(WINDOWS) == (path == "inline")
 
 
-@pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch"])
+@pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch",
+                                  pytest.param("masks", marks=pytest.mark.slow)])
 def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool],
                                             path: str) -> None:
     """docs/guarantees.md#compaction's central property (``test_incremental_equals_full``) with the winners handed

@@ -45,13 +45,18 @@ def _masks(run: RunContext, winners: Winners) -> DataFrame:
 
 
 def kept_range_rows(run: RunContext, winners: Winners, read: Observation) -> DataFrame:
-    """The new range's rows the view keeps (``rows.new_view_rows``); the raw rows read are counted in ``read``
+    """The new range's rows the view keeps (``rows.new_view_rows``, or ``rows.latest_range_rows`` when the plan
+    finds the winners in the range's own rows); the raw rows read are counted in ``read``
     (``rows.range_stats_columns``)."""
     plan = run.plan
-    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes)
-    return rows.new_view_rows(range_rows.observe(read, *rows.range_stats_columns()), _masks(run, winners),
-                              retain_null_keys=plan.settings.retain_null_keys, now_ms=plan.now_ms,
-                              delete_retention_ms=plan.settings.delete_retention_ms)
+    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes).observe(
+        read, *rows.range_stats_columns())
+    retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
+    if winners.inline is not None and plan.winners_in_window:
+        return rows.latest_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
+                                      delete_retention_ms=retention)
+    return rows.new_view_rows(range_rows, _masks(run, winners), retain_null_keys=retain, now_ms=plan.now_ms,
+                              delete_retention_ms=retention)
 
 
 def classified_view(run: RunContext, winners: Winners | None, *, with_positions: bool = False) -> DataFrame:

@@ -7,6 +7,8 @@ commits nothing (``tests/test_layering.py`` checks that it imports no I/O).
 * ``new_view_rows``: the range's rows the view keeps. Each raw row looks its bit up in its word's mask (a hash
   join on ``(partition, offset >> 6)`` whose build side is about one byte per record of the partition's range);
   neither side is sorted and full rows are never shuffled; only the kept rows are sorted by offset for writing.
+  ``latest_range_rows``: the same rows of a small range, each key's latest found in the range's own rows (a
+  window per key, sorted within each task, never shuffled).
 * ``classify_view`` / ``surviving_rows``: the compacted rows a run removes, and their complement, from the
   winning keys (a join on ``(partition, key)``), the stored delete horizons, the null-key setting and a
   retention trim. One rule set serves the incremental pass, the rewrite and the trim.
@@ -14,7 +16,7 @@ commits nothing (``tests/test_layering.py`` checks that it imports no I/O).
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from compactor.schema import (
@@ -78,13 +80,35 @@ def new_view_rows(range_rows: DataFrame, masks: DataFrame, *, retain_null_keys: 
         "left" if retain_null_keys else "inner")
     # SQL text, not a tree of PySpark functions: each of those is a call into the JVM while the pass is built
     latest = f"coalesce((shiftright(`{MASK}`, CAST(`{OFFSET}` & {WORD_BITS - 1} AS INT)) & 1) = 1, false)"
+    return _kept(joined, latest, retain_null_keys=retain_null_keys, now_ms=now_ms,
+                 delete_retention_ms=delete_retention_ms)
+
+
+def latest_range_rows(range_rows: DataFrame, *, retain_null_keys: bool, now_ms: int,
+                      delete_retention_ms: int) -> DataFrame:
+    """The range's rows that the compacted view keeps, as ``new_view_rows`` keeps them, with each key's latest
+    record found among the range's own rows: the highest offset of its key (a window over ``(partition, key)``,
+    which sorts the range's rows by key within each task). For small ranges, where that sort costs less than
+    reading the range a second time for phase 1's masks."""
+    top = "__compactor_top"
+    latest = f"(`{KEY}` IS NOT NULL AND `{OFFSET}` = `{top}`)"
+    with_top = range_rows.withColumn(top, F.max(OFFSET).over(Window.partitionBy(PARTITION, KEY)))
+    return _kept(with_top, latest, retain_null_keys=retain_null_keys, now_ms=now_ms,
+                 delete_retention_ms=delete_retention_ms)
+
+
+def _kept(rows: DataFrame, latest: str, *, retain_null_keys: bool, now_ms: int,
+          delete_retention_ms: int) -> DataFrame:
+    """``rows`` (the range's, with the columns ``latest`` reads) that the view keeps, in view columns, sorted by
+    offset within each task: each key's latest record (``latest``, a SQL condition), keyless records only under
+    ``compaction.null-key=retain``, a tombstone only while ``now < now + delete.retention.ms``."""
     keep = [f"({latest} OR `{KEY}` IS NULL)" if retain_null_keys else latest]
     horizon = now_ms + delete_retention_ms
     if not now_ms < horizon:
         keep.append(f"NOT ({TOMBSTONE_SQL})")
     stamped = {DELETE_HORIZON: F.expr(f"CAST(CASE WHEN {TOMBSTONE_SQL} THEN {horizon} END AS BIGINT)"),
                RECORD_BYTES: spark_record_bytes(KEY, VALUE, HEADERS)}
-    return (joined.where(F.expr(" AND ".join(keep)))
+    return (rows.where(F.expr(" AND ".join(keep)))
             .select(*[stamped[c].alias(c) if c in stamped else F.col(c) for c in VIEW_COLUMNS])
             .sortWithinPartitions(PARTITION, OFFSET))
 
