@@ -26,7 +26,8 @@ and attached-log passes) and, under ``spark-submit``, to write to the driver JVM
   resolves at once, to the same class.
 * ``java_class``: a JVM class by its full name as a single-type import of that view, for the same reason: walking
   ``jvm.org.apache...`` costs a failed class lookup per package, and the first (``org``) one per wildcard import
-  too, a dozen misses for each class the product calls (about 1 ms each on the 2-core machine).
+  too, a dozen misses for each class the product calls (3-4 ms a class on the 2-core machine). py4j keeps the
+  first class imported under a simple name, so a name another class holds is walked as before.
 * ``observed_metrics``: ``Observation._jo``, the JVM ``Observation``, to read its metrics as an array of keys and a
   lookup per key. PySpark's ``Observation.get`` iterates the JVM's map with py4j's iterator, which learns that the
   map has no more entries from a Java exception; PySpark converts every Java exception it sees (a dozen
@@ -118,7 +119,14 @@ def java_class(name: str, spark: SparkSession | None = None) -> Any:
     if view is None:
         raise CompactorError(f"{name} needs a running SparkSession")
     java_import(view, name)
-    return getattr(view, name.rsplit(".", 1)[-1])
+    found = getattr(view, name.rsplit(".", 1)[-1])
+    if getattr(found, "_fqn", None) == name:
+        return found
+    # another class took the simple name in this view first (py4j keeps the first), or there is no such class:
+    # walk the packages instead
+    for part in name.split("."):
+        view = getattr(view, part)
+    return view
 
 
 def observed_metrics(observation: Observation) -> dict[str, Any]:

@@ -93,6 +93,10 @@ def test_java_class_names_a_class_by_its_full_name(spark: SparkSession) -> None:
     assert isinstance(sessions, JavaClass) and sessions._fqn == "org.apache.spark.sql.SparkSession"
     assert sessions.getActiveSession() is not None
     assert isinstance(internals.java_class("compactor.udf.NoSuchClass"), JavaPackage)
+    # two classes of one simple name: each resolves to itself, whichever came first
+    assert internals.java_class("java.util.Date", spark)._fqn == "java.util.Date"
+    assert internals.java_class("java.sql.Date", spark)._fqn == "java.sql.Date"
+    assert isinstance(internals.java_class("compactor.nowhere.Date", spark), JavaPackage)
 
 
 def test_observed_metrics_are_what_observation_get_returns(spark: SparkSession) -> None:
