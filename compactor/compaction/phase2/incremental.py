@@ -6,14 +6,14 @@ driver while the other's tasks run:
 * the **delete pass** reads the view's narrow columns (partition, key, delete horizon, record bytes, and
   Iceberg's ``_file``/``_pos``), marks the rows the run removes (``rows.classify_view``) and writes their
   positions as Iceberg position-delete files;
-* the **append pass** joins the range's full rows with phase 1's masks (``rows.new_view_rows``) and writes
-  the kept rows, tombstones stamped with their delete horizon, as new data files.
+* the **append pass** joins the range's full rows with phase 1's masks (``rows.new_view_rows``), or for a small
+  range finds each key's latest among them (``rows.latest_range_rows``), and writes the kept rows, tombstones
+  stamped with their delete horizon, as new data files.
 
-Both write through ``files.write_run_files`` (Iceberg's own writers, from Spark's tasks) and commit nothing: the
-cursor commit registers both kinds of file (``publish``), so the run's only snapshot is the cursor's. The view is
-never recopied, so a run costs in proportion to the new data plus one narrow pass over the view. Neither pass
-writes to the staging branch (a rewrite does). The first run of a topic is this strategy with no view to delete
-from.
+Both write from Spark's tasks through Iceberg's own writers (``files``) and commit nothing: the cursor commit
+registers both kinds of file (``publish``), so the run's only snapshot is the cursor's. The view is never recopied,
+so a run costs in proportion to the new data plus one narrow pass over the view. Neither pass writes to the
+staging branch (a rewrite does). The first run of a topic is this strategy with no view to delete from.
 
 Under a ``compaction.strategy`` other than offset, phase 1's contest already read the view and found the rows
 to delete (``CompactionPlan.deletes_contested``): the delete pass only copies their positions from the scratch

@@ -3,6 +3,7 @@ package compactor.udf;
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -115,6 +116,19 @@ final class TaskFiles {
                     LocalFiles.configuration(((HadoopConfigurable) io).getConf()));
         }
         return io.newOutputFile(path);
+    }
+
+    /**
+     * After a failed task: close its {@code open} data files, then delete them and the other files it
+     * {@code wrote} (none is registered anywhere).
+     */
+    static void abandon(final Table table, final Collection<DataFile> open, final List<String> wrote) {
+        final List<String> paths = new ArrayList<>(wrote);
+        for (final DataFile file : open) {
+            file.abandon();
+            paths.add(file.path);
+        }
+        deleteQuietly(table, paths);
     }
 
     /** Delete the files at {@code paths}; one that cannot be deleted is left to orphan cleanup (never registered). */

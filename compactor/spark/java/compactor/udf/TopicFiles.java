@@ -146,12 +146,7 @@ public final class TopicFiles {
             throw new UncheckedIOException(e);
         } finally {
             if (!done) {
-                final List<String> paths = new ArrayList<>();
-                for (final TaskFiles.DataFile file : open.values()) {
-                    file.abandon();
-                    paths.add(file.path);
-                }
-                TaskFiles.deleteQuietly(table, paths);
+                TaskFiles.abandon(table, open.values(), Collections.emptyList());
             }
         }
     }

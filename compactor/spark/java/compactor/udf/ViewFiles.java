@@ -118,11 +118,7 @@ public final class ViewFiles {
             throw new UncheckedIOException(e);
         } finally {
             if (!done) {
-                for (final TaskFiles.DataFile file : open.values()) {
-                    file.abandon();
-                    written.add(file.path);
-                }
-                TaskFiles.deleteQuietly(table, written);
+                TaskFiles.abandon(table, open.values(), written);
             }
         }
     }
