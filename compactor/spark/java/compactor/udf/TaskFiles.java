@@ -2,6 +2,7 @@ package compactor.udf;
 
 import java.io.IOException;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
@@ -43,7 +44,7 @@ final class TaskFiles {
 
     /** A task's work over its rows: the lines of the files it wrote. */
     interface Work extends Serializable {
-        List<String> write(Iterator<InternalRow> rows);
+        List<String> write(Iterator<InternalRow> rows) throws IOException;
     }
 
     /**
@@ -79,7 +80,11 @@ final class TaskFiles {
 
         @Override
         public String[] apply(final TaskContext context, final scala.collection.Iterator<InternalRow> rows) {
-            return work.write(JavaConverters.asJavaIterator(rows)).toArray(new String[0]);
+            try {
+                return work.write(JavaConverters.asJavaIterator(rows)).toArray(new String[0]);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
         }
     }
 
@@ -116,6 +121,18 @@ final class TaskFiles {
                     LocalFiles.configuration(((HadoopConfigurable) io).getConf()));
         }
         return io.newOutputFile(path);
+    }
+
+    /** The task's open data file of topic partition {@code partition} in {@code open}, opened on first use. */
+    static DataFile fileOf(final Map<Integer, DataFile> open, final int partition, final Table table,
+                           final StructType sparkType, final String prefix, final Map<String, String> overrides)
+            throws IOException {
+        DataFile file = open.get(partition);
+        if (file == null) {
+            file = new DataFile(table, sparkType, prefix, partition, overrides);
+            open.put(partition, file);
+        }
+        return file;
     }
 
     /**

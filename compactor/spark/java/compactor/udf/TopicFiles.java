@@ -1,7 +1,6 @@
 package compactor.udf;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -107,7 +106,7 @@ public final class TopicFiles {
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
                                           final StructType sparkType, final String batch,
                                           final Map<String, String> overrides, final long maxRecordBytes,
-                                          final CollectionAccumulator<String> finished) {
+                                          final CollectionAccumulator<String> finished) throws IOException {
         final TaskContext task = TaskContext.get();
         final String prefix = TaskFiles.prefix(batch);
         final int sizeColumn = sparkType.fields().length;
@@ -124,12 +123,7 @@ public final class TopicFiles {
                             + ((id & ((1L << ROW_BITS) - 1)) + 1) + "]");
                 }
                 final int partition = row.getInt(0);
-                TaskFiles.DataFile file = open.get(partition);
-                if (file == null) {
-                    file = new TaskFiles.DataFile(table, sparkType, prefix, partition, overrides);
-                    open.put(partition, file);
-                }
-                file.add(row, size);
+                TaskFiles.fileOf(open, partition, table, sparkType, prefix, overrides).add(row, size);
             }
             if (task != null) {
                 task.killTaskIfInterrupted();  // the job failed meanwhile: this task's files go too
@@ -142,8 +136,6 @@ public final class TopicFiles {
             }
             done = true;
             return out;
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
         } finally {
             if (!done) {
                 TaskFiles.abandon(table, open.values(), Collections.emptyList());

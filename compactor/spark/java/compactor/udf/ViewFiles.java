@@ -1,9 +1,9 @@
 package compactor.udf;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -51,6 +51,8 @@ public final class ViewFiles {
     public static final String DATA = "data";
     /** A delete file's: {@code deletes \t path \t partition \t positions \t bytes \t first path \t last path}. */
     public static final String DELETES = "deletes";
+    /** The data files are written with the table's own write properties. */
+    private static final Map<String, String> NO_OVERRIDES = Collections.emptyMap();
     /**
      * Write {@code frame} (see the class comment; its last two columns are {@code _file} and {@code _pos}) into
      * new files of {@code table}; returns their lines. {@code batch} goes into the files' names; a task writes
@@ -74,7 +76,8 @@ public final class ViewFiles {
 
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
                                           final StructType sparkType, final String batch,
-                                          final int flushPositions, final CollectionAccumulator<String> finished) {
+                                          final int flushPositions, final CollectionAccumulator<String> finished)
+            throws IOException {
         final TaskContext task = TaskContext.get();
         final String prefix = TaskFiles.prefix(batch);
         final int fileColumn = sparkType.fields().length;
@@ -94,12 +97,7 @@ public final class ViewFiles {
                     }
                     continue;
                 }
-                TaskFiles.DataFile file = open.get(partition);
-                if (file == null) {
-                    file = new TaskFiles.DataFile(table, sparkType, prefix, partition, new HashMap<>());
-                    open.put(partition, file);
-                }
-                file.add(row, 0);
+                TaskFiles.fileOf(open, partition, table, sparkType, prefix, NO_OVERRIDES).add(row, 0);
             }
             if (task != null) {
                 task.killTaskIfInterrupted();  // the job failed meanwhile: this task's files go too
@@ -114,8 +112,6 @@ public final class ViewFiles {
             }
             done = true;
             return out;
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
         } finally {
             if (!done) {
                 TaskFiles.abandon(table, open.values(), written);
