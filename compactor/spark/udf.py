@@ -83,9 +83,8 @@ def topic_files(rows: DataFrame, table: str, batch: str, overrides: Mapping[str,
     properties. A record over ``max_record_bytes`` fails the write (its files deleted). Commits nothing: returns
     ``path\tpartition\trows\tbytes\trecord bytes`` per file. ``batch`` goes into the file names."""
     writer = _functions("TopicFiles")  # the jar is on the classpath (else an error naming the set-up)
-    loaded = internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
-        internals.java_session(rows.sparkSession), table)
-    files = writer.write(internals.java_frame(rows), loaded, batch, dict(overrides), max_record_bytes)
+    files = writer.write(internals.java_frame(rows), _iceberg_table(rows, table), batch, dict(overrides),
+                         max_record_bytes)
     return _strings(files)
 
 
@@ -97,9 +96,13 @@ def view_files(rows: DataFrame, table: str, batch: str, flush_positions: int) ->
     partition\tpositions\tbytes\tfirst path\tlast path``. ``batch`` goes into the file names; a task writes out
     its positions whenever ``flush_positions`` have gathered (so its memory for them is bounded)."""
     writer = _functions("ViewFiles")
-    loaded = internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
+    return _strings(writer.write(internals.java_frame(rows), _iceberg_table(rows, table), batch, flush_positions))
+
+
+def _iceberg_table(rows: DataFrame, table: str) -> Any:
+    """The JVM Iceberg ``Table`` that ``rows``' session's catalog names ``table``."""
+    return internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
         internals.java_session(rows.sparkSession), table)
-    return _strings(writer.write(internals.java_frame(rows), loaded, batch, flush_positions))
 
 
 def parse_file_line(line: str) -> tuple[str, int, int, int, int]:

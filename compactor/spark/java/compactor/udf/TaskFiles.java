@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
@@ -15,6 +16,7 @@ import java.util.UUID;
 import org.apache.hadoop.fs.Path;
 import org.apache.iceberg.MetricsConfig;
 import org.apache.iceberg.PartitionKey;
+import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.hadoop.HadoopConfigurable;
 import org.apache.iceberg.hadoop.HadoopOutputFile;
@@ -24,10 +26,14 @@ import org.apache.iceberg.io.OutputFile;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.spark.data.SparkParquetWriters;
 import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.CollectionAccumulator;
 
 import scala.collection.JavaConverters;
 import scala.reflect.ClassTag$;
@@ -42,26 +48,45 @@ final class TaskFiles {
     private TaskFiles() {
     }
 
-    /** A task's work over its rows: the lines of the files it wrote. */
+    /**
+     * A task's work over its rows, with its copy of the table: the lines of the files it wrote. It adds each file
+     * it finished to {@code finished}, so that a failed job's files are deleted.
+     */
     interface Work extends Serializable {
-        List<String> write(Iterator<InternalRow> rows) throws IOException;
+        List<String> write(Iterator<InternalRow> rows, Table table, CollectionAccumulator<String> finished)
+                throws IOException;
     }
 
     /**
-     * Run {@code work} over each partition of {@code frame}'s rows as one Spark job, in a SQL execution named
-     * {@code name}; returns the tasks' lines in partition order.
+     * Run {@code work} over each partition of {@code frame}'s rows as one Spark job writing into {@code table}, in
+     * a SQL execution named {@code name}; returns the tasks' lines in partition order. If the job fails, the files
+     * of its finished tasks are deleted before the error is rethrown (a failed task deletes its own).
      */
-    static List<String> run(final Dataset<?> frame, final String name, final Work work) {
-        return Executions.run(frame, name, () -> {
-            final RDD<InternalRow> rows = frame.queryExecution().toRdd();
-            final Object results = rows.sparkContext().runJob(rows, new Job(work),
-                    ClassTag$.MODULE$.apply(String[].class));
-            final List<String> lines = new ArrayList<>();
-            for (final String[] task : (String[][]) results) {
-                Collections.addAll(lines, task);
-            }
-            return lines;
-        });
+    static List<String> run(final Dataset<?> frame, final Table table, final String name, final Work work) {
+        final JavaSparkContext context = JavaSparkContext.fromSparkContext(frame.sparkSession().sparkContext());
+        final Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
+        final CollectionAccumulator<String> finished = context.sc().collectionAccumulator(name);
+        try {
+            return Executions.run(frame, name, () -> {
+                final RDD<InternalRow> rows = frame.queryExecution().toRdd();
+                final Object results = rows.sparkContext().runJob(rows, new Job(work, shared, finished),
+                        ClassTag$.MODULE$.apply(String[].class));
+                final List<String> lines = new ArrayList<>();
+                for (final String[] task : (String[][]) results) {
+                    Collections.addAll(lines, task);
+                }
+                return lines;
+            });
+        } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
+            deleteQuietly(table, finished.value());  // the write's own error is the one to report
+            throw e;
+        }
+    }
+
+    /** The table's columns of a writer's input: all but its last {@code extra} (the writer's own bookkeeping). */
+    static StructType tableColumns(final Dataset<?> frame, final int extra) {
+        final StructField[] fields = frame.schema().fields();
+        return new StructType(Arrays.copyOf(fields, fields.length - extra));
     }
 
     /**
@@ -73,15 +98,20 @@ final class TaskFiles {
             String[]> implements Serializable {
         private static final long serialVersionUID = 1L;
         private final Work work;
+        private final Broadcast<Table> table;
+        private final CollectionAccumulator<String> finished;
 
-        Job(final Work work) {
+        Job(final Work work, final Broadcast<Table> table, final CollectionAccumulator<String> finished) {
             this.work = work;
+            this.table = table;
+            this.finished = finished;
         }
 
         @Override
         public String[] apply(final TaskContext context, final scala.collection.Iterator<InternalRow> rows) {
             try {
-                return work.write(JavaConverters.asJavaIterator(rows)).toArray(new String[0]);
+                return work.write(JavaConverters.asJavaIterator(rows), table.value(), finished)
+                        .toArray(new String[0]);
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }

@@ -2,18 +2,14 @@ package compactor.udf;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Table;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -61,21 +57,11 @@ public final class TopicFiles {
      */
     public static List<String> write(final Dataset<Row> frame, final Table table, final String batch,
                                      final Map<String, String> properties, final long maxRecordBytes) {
-        final JavaSparkContext context = JavaSparkContext.fromSparkContext(frame.sparkSession().sparkContext());
-        final Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
-        final StructType full = frame.schema();
-        // the topic's columns: the frame's less the record size and the row id
-        final StructType sparkType = new StructType(Arrays.copyOf(full.fields(), full.fields().length - 2));
+        final StructType sparkType = TaskFiles.tableColumns(frame, 2);  // less the record size and the row id
         final Map<String, String> overrides = new HashMap<>(properties);
-        final CollectionAccumulator<String> finished = context.sc().collectionAccumulator("compactor topic files");
-        final List<String> lines;
-        try {
-            lines = TaskFiles.run(frame, "compactor: the DataFrame producer's files",
-                    rows -> writeTask(rows, shared.value(), sparkType, batch, overrides, maxRecordBytes, finished));
-        } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
-            TaskFiles.deleteQuietly(table, finished.value());  // the write's own error is the one to report
-            throw e;
-        }
+        final List<String> lines = TaskFiles.run(frame, table, "compactor: the DataFrame producer's files",
+                (rows, copy, finished) -> writeTask(rows, copy, sparkType, batch, overrides, maxRecordBytes,
+                        finished));
         // An oversized record is a task's result, not its failure: the job ends with every task's files known
         // (a failed job would not wait for its running tasks), so none is left behind.
         String oversized = null;

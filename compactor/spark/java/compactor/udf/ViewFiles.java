@@ -11,14 +11,11 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import org.apache.iceberg.MetricsConfig;
-import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.deletes.PositionDelete;
 import org.apache.iceberg.deletes.PositionDeleteWriter;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -60,18 +57,9 @@ public final class ViewFiles {
      */
     public static List<String> write(final Dataset<Row> frame, final Table table, final String batch,
                                      final int flushPositions) {
-        final JavaSparkContext context = JavaSparkContext.fromSparkContext(frame.sparkSession().sparkContext());
-        final Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
-        final StructType full = frame.schema();
-        final StructType sparkType = new StructType(Arrays.copyOf(full.fields(), full.fields().length - 2));
-        final CollectionAccumulator<String> finished = context.sc().collectionAccumulator("compactor view files");
-        try {
-            return TaskFiles.run(frame, "compactor: an incremental run's files",
-                    rows -> writeTask(rows, shared.value(), sparkType, batch, flushPositions, finished));
-        } catch (Exception e) {  // Spark's SparkException is checked in Java, though Scala declares none
-            TaskFiles.deleteQuietly(table, finished.value());  // the write's own error is the one to report
-            throw e;
-        }
+        final StructType sparkType = TaskFiles.tableColumns(frame, 2);  // less _file and _pos
+        return TaskFiles.run(frame, table, "compactor: an incremental run's files",
+                (rows, copy, finished) -> writeTask(rows, copy, sparkType, batch, flushPositions, finished));
     }
 
     private static List<String> writeTask(final Iterator<InternalRow> rows, final Table table,
