@@ -13,6 +13,12 @@ Two layouts, chosen per run by estimated cost (``choose_layout``; measurements i
   clustered storage-partitioned join (the winners' side is replicated to the slices of its partition), so full
   rows are never shuffled. Costs about ``SLICED_COST`` times more per record, and uses every slot.
 
+A partitioned run with less work than ``ONE_TASK_WORK`` (not a rewrite) reads each of its scans in **one task**
+(``Layout.one_task``: the scan's partitions coalesced, which Spark knows to be a single partition, so its
+aggregations and joins need no exchange either): each pass is then one task, and the two passes of an incremental
+run fill two slots, where a task per topic partition would pay a task's fixed cost (scheduling, its start, a
+Parquet writer per file) more times than the rows cost.
+
 The product's jobs run on ``Lake.job_spark()``, a private session of the same Spark application, so these
 settings never reach the caller's session.
 """
@@ -30,7 +36,7 @@ from compactor.iceberg.catalog import first_line
 from compactor.spark.expressions import offset_ranges
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 PARTITIONED = "partitioned"
 SLICED = "sliced"
@@ -51,6 +57,10 @@ SLICED_MIN_WORK = 100_000
 # the standard workload in 1 partition after a 1% append (bench/README.md): partitioned and inline 2.6-3.7 s,
 # sliced with the table 3.7-4.2 s, where the estimates alone (510,000 against 331,000) favoured slicing.
 SCRATCH_WORK = 300_000
+# Below this much work (as ``SLICED_MIN_WORK`` counts it) a run that is not a rewrite reads each pass in one task.
+# Measured on 2 slots, 4 partitions, 1% appends (bench/README.md): one task per pass was faster up to 110,000
+# (1M records, 400,000 keys: 0.91-1.04 s against 1.02-1.11 s) and no faster at 220,000 (1.32-1.57 s against 1.31-1.35).
+ONE_TASK_WORK = 100_000
 
 # Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast
 # of anything built from keys or records (docs/guarantees.md#compaction: nothing key- or record-sized is broadcast).
@@ -77,6 +87,7 @@ class Layout:
     raw_split_bytes: int | None = None   # sliced: target bytes of a raw slice
     view_split_bytes: int | None = None  # sliced: target bytes of a view slice
     reason: str = ""
+    one_task: bool = False  # partitioned: each scan read in one task (``ONE_TASK_WORK``)
 
     @property
     def sliced(self) -> bool:
@@ -97,16 +108,19 @@ def split_bytes(total_bytes: int, slots: int) -> int:
 
 
 def choose_layout(work: Sequence[float], slots: int, *, raw_bytes: int, view_bytes: int,
-                  force: str | None = None, inline: bool = False) -> Layout:
+                  force: str | None = None, inline: bool = False, rewrite: bool = False) -> Layout:
     """The cheaper layout for ``work`` (estimated cost per topic partition) on ``slots`` task slots, unless
     ``force`` names one (tests and benchmarks compare both); ``inline``: partitioned, the run would keep no
-    scratch table (``SCRATCH_WORK``)."""
+    scratch table (``SCRATCH_WORK``); ``rewrite``: the run writes the whole view (never ``one_task``)."""
     if force not in (None, PARTITIONED, SLICED):
         raise InputError(f"unknown layout {force!r}: use {PARTITIONED!r} or {SLICED!r}")
     busy = sum(1 for w in work if w > 0)
     partitioned = makespan(work, slots)
     sliced = sum(work) / max(slots, 1) * SLICED_COST + (SCRATCH_WORK if inline else 0)
     estimate = f"estimated {partitioned:.0f} partitioned vs {sliced:.0f} sliced on {slots} slot(s)"
+    if force is None and not rewrite and sum(work) < ONE_TASK_WORK:
+        return Layout(PARTITIONED, slots, one_task=True, reason=f"too little work for a task per partition: one "
+                      f"task per pass ({sum(work):.0f} estimated)")
     small = sum(work) < SLICED_MIN_WORK
     if force == PARTITIONED or (force is None and (small or partitioned <= sliced)):
         why = ("requested" if force else "too little work to slice" if small
@@ -139,20 +153,25 @@ def apply_settings(spark: SparkSession, layout: Layout, *, grouped: bool) -> Non
         spark.conf.set("spark.sql.shuffle.partitions", str(minimum))
 
 
-def read_table(spark: SparkSession, identifier: str, snapshot_id: int | None, split: int | None) -> DataFrame:
-    """An Iceberg table at a snapshot (``None``: current), read in slices of about ``split`` bytes if given."""
+def read_table(spark: SparkSession, identifier: str, snapshot_id: int | None, layout: Layout | None,
+               split: int | None = None, *, where: Column | None = None) -> DataFrame:
+    """An Iceberg table at a snapshot (``None``: current), the rows matching ``where`` if given, read as
+    ``layout`` reads a scan: in slices of about ``split`` bytes if given, in one task if ``layout.one_task``."""
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", str(snapshot_id))
     if split is not None:
         reader = reader.option("split-size", str(split)).option("file-open-cost", str(FILE_OPEN_COST))
-    return reader.load(identifier)
+    frame = reader.load(identifier)
+    if where is not None:
+        frame = frame.where(where)
+    return frame.coalesce(1) if layout is not None and layout.one_task else frame
 
 
 def read_range(spark: SparkSession, identifier: str, ranges: Mapping[int, tuple[int, int]],
-               split: int | None) -> DataFrame:
+               layout: Layout | None) -> DataFrame:
     """The rows of the topic table ``identifier`` in ``ranges`` (``partition -> [lo, hi)``), read from the
-    current ``main``, in slices of about ``split`` bytes if given.
+    current ``main`` as ``layout`` reads the raw log (``read_table``).
 
     A run reads its new range ``[H_p(C), H_p)`` of the pinned snapshot ``S`` this way: the rows of that range
     never change once in ``S`` (offsets are never reused, and retention stays below every retained cursor's
@@ -161,7 +180,7 @@ def read_range(spark: SparkSession, identifier: str, ranges: Mapping[int, tuple[
     condition = offset_ranges((p, lo, hi) for p, (lo, hi) in ranges.items())
     if condition is None:
         raise ValueError("read_range needs a non-empty range")
-    return read_table(spark, identifier, None, split).where(condition)
+    return read_table(spark, identifier, None, layout, layout.raw_split_bytes if layout else None, where=condition)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.spark.udf import view_files
 from compactor.topics.records import ProducerRecord
-from tests.helpers import compacted_rows, view
+from tests.helpers import compacted_rows, raw, view
 
 pytestmark = pytest.mark.spark
 BATCHES = 6
@@ -132,19 +132,40 @@ def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession
         assert scans and all("value" not in line and "headers" not in line for line in scans), phase1
 
 
+@pytest.mark.parametrize("one_task", [True, False])
 def test_an_incremental_run_finding_its_winners_in_a_window_shuffles_nothing(
-        spark: SparkSession, lake: Lake, captured_plans: list[str]) -> None:
+        spark: SparkSession, lake: Lake, captured_plans: list[str], monkeypatch: pytest.MonkeyPatch,
+        one_task: bool) -> None:
     """A small incremental range, partitioned: the append pass's window over ``(partition, key)`` sorts each
-    partition's rows where they are read (the scan reports its partitioning), and the delete pass joins in place."""
-    lake.create_topic("l.w", partitions=2, config={"cleanup.policy": "compact"})
-    fill(lake, "l.w", seed=8, partitions=2)
-    compact(lake, spark, "l.w", 5_000)
-    fill(lake, "l.w", seed=9, partitions=2, batches=1)
+    partition's rows where they are read (the scan reports its partitioning), and the delete pass joins in place;
+    with little work (``ONE_TASK_WORK``) each pass reads its scans coalesced into one task, which needs no exchange
+    either. Both give the same view."""
+    if not one_task:
+        monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
+    name = f"l.w{int(one_task)}"
+    lake.create_topic(name, partitions=2, config={"cleanup.policy": "compact"})
+    fill(lake, name, seed=8, partitions=2)
+    compact(lake, spark, name, 5_000)
+    fill(lake, name, seed=9, partitions=2, batches=1)
     captured_plans.clear()
-    result, _ = compact(lake, spark, "l.w", 6_000)
+    result, tasks = compact(lake, spark, name, 6_000)
     assert result.stats.mode == "incremental" and len(captured_plans) == 2  # the append pass and the delete pass
+    assert tasks == (1 if one_task else 2), tasks
     assert any("Window" in plan for plan in captured_plans), captured_plans
     assert all(exchanges(plan) == [] and "Broadcast" not in plan for plan in captured_plans), captured_plans
+    assert all(("Coalesce" in plan) == one_task for plan in captured_plans), captured_plans
+    expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, name)}
+    assert {(r.partition, r.offset): (r.key, r.value) for r in view(lake, name)} == expected
+
+
+def _model_view(lake: Lake, name: str) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """Each key's latest record of the topic's raw log (its tombstones kept: the runs' ``now`` is before their delete
+    horizons; keyless records dropped, the default)."""
+    latest: dict[tuple[int, bytes], tuple[int, bytes | None]] = {}
+    for record in raw(lake, name):
+        if record.key is not None:
+            latest[(record.partition, record.key)] = (record.offset, record.value)
+    return [(p, o, k, v) for (p, k), (o, v) in latest.items()]
 
 
 @pytest.mark.slow  # the caller's session stays in the loop (test_compaction_quiet_runs.py)

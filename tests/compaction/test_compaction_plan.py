@@ -103,6 +103,18 @@ def test_few_partitions_on_many_slots_are_sliced_and_many_stay_partitioned() -> 
     assert choose_layout([10], 8, raw_bytes=10, view_bytes=0).kind == PARTITIONED  # too little to slice
 
 
+def test_a_run_with_little_work_reads_each_pass_in_one_task_unless_it_rewrites_or_a_layout_is_forced() -> None:
+    """Issue 34: below ``ONE_TASK_WORK`` a run reads each scan in one task (``Layout.one_task``), partitioned; a
+    rewrite (it writes the whole view through Spark's writer) and a forced layout keep a task per partition."""
+    little = execution.ONE_TASK_WORK - 1
+    chosen = choose_layout([little / 4] * 4, 8, raw_bytes=10, view_bytes=0)
+    assert chosen.kind == PARTITIONED and chosen.one_task and "one task per pass" in chosen.reason
+    assert not choose_layout([execution.ONE_TASK_WORK / 4] * 4, 8, raw_bytes=10, view_bytes=0).one_task
+    assert not choose_layout([little], 8, raw_bytes=10, view_bytes=0, rewrite=True).one_task
+    assert not choose_layout([little], 8, raw_bytes=10, view_bytes=0, force=PARTITIONED).one_task
+    assert not choose_layout([little], 8, raw_bytes=10, view_bytes=0, force=SLICED).one_task
+
+
 def test_a_layout_can_be_forced_and_a_wrong_name_is_refused() -> None:
     assert choose_layout([10], 8, raw_bytes=10, view_bytes=0, force=SLICED).kind == SLICED
     assert choose_layout([10**7], 8, raw_bytes=10, view_bytes=0, force=PARTITIONED).kind == PARTITIONED
@@ -180,6 +192,7 @@ def test_a_run_too_small_to_slice_chooses_its_layout_without_planning_files() ->
     small = int((execution.SLICED_MIN_WORK - 2000) / execution.NARROW_VIEW_ROW) - 1
     layout, stamps = start._layout(_small_plan(small), _Unplannable(), _Unplannable(), 2, None)  # type: ignore[arg-type]
     assert layout.kind == PARTITIONED and stamps is None and "too little work" in layout.reason
+    assert layout.one_task  # ONE_TASK_WORK: no less than SLICED_MIN_WORK
     with pytest.raises(AssertionError, match="planned"):
         start._layout(_small_plan(small + 1), _Unplannable(), _Unplannable(), 2, None)  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="planned"):

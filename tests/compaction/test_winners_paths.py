@@ -2,8 +2,10 @@
 scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
 sliced layout keeps them in the run's scratch table. Inline, an incremental run's append pass finds them in the rows it
 reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over ``WINDOW_WINNERS_LIMIT``, when it joins
-the masks (``masks``). Incremental = full (docs/guarantees.md#compaction) and crash safety at every failure point
-(#the-cursor-and-failures) hold every way: the same tests run on each way, and check which way their runs took."""
+the masks (``masks``). The tests' runs are small enough to read each pass in one task (``execution.ONE_TASK_WORK``);
+``partitions`` is ``inline`` with a task per topic partition. Incremental = full (docs/guarantees.md#compaction) and
+crash safety at every failure point (#the-cursor-and-failures) hold every way: the same tests run on each way, and
+check which way their runs took."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from compactor.compaction import job, plan
+from compactor.compaction import execution, job, plan
 from compactor.compaction.job import compact_topic
 from compactor.compaction.phase1 import winners
 from compactor.compaction.phase2 import rows
@@ -36,12 +38,15 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
     if path == "masks":
         monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    if path == "partitions":
+        monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
     seen: list[bool] = []
     real = winners.find_winners
     real_window = rows.latest_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
         seen.append(run.winners_inline)
+        assert run.layout.one_task == (path != "partitions" and run.plan.rewrite_reason is None), run.layout
         found = real(run, catalog)
         assert (found.inline is not None) == run.winners_inline
         return found
@@ -60,11 +65,12 @@ WINDOWS: list[bool] = []  # an append pass found its winners in a window over th
 
 
 def took(seen: list[bool], path: str) -> bool:
-    return bool(seen) and all(inline == (path != "scratch") for inline in seen) and bool(WINDOWS) == (path == "inline")
+    return (bool(seen) and all(inline == (path != "scratch") for inline in seen)
+            and bool(WINDOWS) == (path in ("inline", "partitions")))
 
 
 @pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch",
-                                  pytest.param("masks", marks=pytest.mark.slow)])
+                                  pytest.param("masks", marks=pytest.mark.slow), "partitions"])
 def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool],
                                             path: str) -> None:
     """docs/guarantees.md#compaction's central property (``test_incremental_equals_full``) with the winners handed
@@ -76,12 +82,13 @@ def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inl
 
 
 POINTS = ("after-plan", "after-phase-1", "after-delete", "after-write", "before-commit")
-IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete")}  # the rest when slow
+IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete"), ("partitions", "after-write")}  # the rest
+# when slow
 
 
 @pytest.mark.parametrize("path, point", [
     pytest.param(path, point, marks=() if (path, point) in IN_THE_LOOP else pytest.mark.slow)
-    for path in ("inline", "scratch") for point in POINTS])
+    for path in ("inline", "scratch", "partitions") for point in POINTS])
 def test_failure_points_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool], path: str,
                                    point: str) -> None:
     """docs/guarantees.md#the-cursor-and-failures: a failure at every point before the publish leaves the previous

@@ -65,7 +65,7 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
     run.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
                        records=plan.records_in_range, layout=run.layout.kind, inline=run.winners_inline)
     if run.winners_inline:
-        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes)
+        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
         found = latest.latest_offsets(narrow.select(*latest.NARROW_COLUMNS))
         return Winners(None, None, 0, int((time.monotonic() - started) * 1000),
                        InlineWinners(offset_masks(found), found.select(PARTITION, KEY)))
@@ -74,7 +74,7 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
     # the scan is grouped by partition and the aggregation runs in place
     apply_settings(run.spark, run.layout, grouped=not run.layout.sliced)
     strategy = plan.settings.strategy
-    narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes).select(
+    narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout).select(
         *latest.NARROW_COLUMNS, *ranking.rank_inputs(strategy))
     parsed = Observation(f"strategy_{run.run_id}") if strategy.kind == HEADER_STRATEGY else None
     rows = _scratch_rows(run, narrow, parsed)
@@ -111,5 +111,5 @@ def _scratch_rows(run: RunContext, narrow: DataFrame, parsed: Observation | None
         winners = winners.observe(parsed, F.sum(ranking.UNPARSABLE).alias("unparsable"))
     if plan.cursor is None:
         return latest.scratch_rows(winners.select(PARTITION, KEY, OFFSET), with_keys=False)
-    view = read_table(run.spark, run.view_table, plan.cursor.snapshot_id, run.layout.view_split_bytes)
+    view = read_table(run.spark, run.view_table, plan.cursor.snapshot_id, run.layout, run.layout.view_split_bytes)
     return ranking.contest_scratch_rows(ranking.contest(winners, view, strategy, hash_keys=plan.hash_keys))

@@ -21,11 +21,11 @@ def view_at_cursor(run: RunContext) -> DataFrame:
     cursor = run.plan.cursor
     if cursor is None:
         raise ValueError("the view at the cursor needs a cursor")
-    return read_table(run.spark, run.view_table, cursor.snapshot_id, run.layout.view_split_bytes)
+    return read_table(run.spark, run.view_table, cursor.snapshot_id, run.layout, run.layout.view_split_bytes)
 
 
 def _scratch(run: RunContext) -> DataFrame:
-    return read_table(run.spark, run.scratch_table, None, None)
+    return read_table(run.spark, run.scratch_table, None, run.layout)
 
 
 def winning_keys(run: RunContext, winners: Winners | None) -> DataFrame | None:
@@ -49,7 +49,7 @@ def kept_range_rows(run: RunContext, winners: Winners, read: Observation) -> Dat
     finds the winners in the range's own rows); the raw rows read are counted in ``read``
     (``rows.range_stats_columns``)."""
     plan = run.plan
-    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout.raw_split_bytes).observe(
+    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout).observe(
         read, *rows.range_stats_columns())
     retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
     if winners.inline is not None and plan.winners_in_window:
