@@ -7,7 +7,8 @@
 * **inline** (``RunContext.winners_inline``: a small range under ``offset``, partitioned layout): no job and no
   table; the winners are lazy DataFrames that each of phase 2's queries computes itself, reading the range's narrow
   columns once more. A scratch table costs a job, its creation, a commit, a scan per pass and its drop whatever the
-  range's size; a small range costs less to read twice.
+  range's size; a small range costs less to read twice. A smaller range (``CompactionPlan.winners_in_window``)
+  needs not even the DataFrames: phase 2's passes find the winners among the range's rows themselves.
 
 The DataFrame logic is ``latest`` and ``ranking``.
 """
@@ -49,10 +50,11 @@ class Winners:
 @dataclass(frozen=True)
 class InlineWinners:
     """The winners as phase 2's queries compute them: the same rows as the scratch table's, as offset masks
-    (``masks``: partition, word, mask) and winning keys (``keys``: partition, key)."""
+    (``masks``: partition, word, mask) and winning keys (``keys``: partition, key); neither when phase 2 finds
+    them among the range's rows itself (``CompactionPlan.winners_in_window``)."""
 
-    masks: DataFrame
-    keys: DataFrame
+    masks: DataFrame | None = None
+    keys: DataFrame | None = None
 
 
 def find_winners(run: RunContext, catalog: Catalog) -> Winners:
@@ -65,6 +67,8 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
     run.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
                        records=plan.records_in_range, layout=run.layout.kind, inline=run.winners_inline)
     if run.winners_inline:
+        if plan.winners_in_window:  # phase 2's passes find them in the range's rows: nothing to build here
+            return Winners(None, None, 0, int((time.monotonic() - started) * 1000), InlineWinners())
         narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
         found = latest.latest_offsets(narrow.select(*latest.NARROW_COLUMNS))
         return Winners(None, None, 0, int((time.monotonic() - started) * 1000),

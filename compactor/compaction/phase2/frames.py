@@ -29,17 +29,23 @@ def _scratch(run: RunContext) -> DataFrame:
 
 
 def winning_keys(run: RunContext, winners: Winners | None) -> DataFrame | None:
-    """Phase 1's winning keys ``(partition, key)``; ``None`` when the run has no new range (no phase 1)."""
+    """Phase 1's winning keys ``(partition, key)``, or the range's own keys where phase 1 left the winners to
+    phase 2 (``plan.winners_in_window``: under ``offset`` every key of the range wins); ``None`` when the run has no
+    new range (no phase 1)."""
     if winners is None:
         return None
     if winners.inline is not None:
-        return winners.inline.keys
+        if winners.inline.keys is not None:
+            return winners.inline.keys
+        return rows.range_keys(read_range(run.spark, run.raw_table, run.plan.ranges, run.layout))
     return rows.key_rows(_scratch(run))
 
 
 def _masks(run: RunContext, winners: Winners) -> DataFrame:
     """Phase 1's winners as offset masks ``(partition, word, mask)``."""
     if winners.inline is not None:
+        if winners.inline.masks is None:
+            raise ValueError("phase 1 built no masks: the append pass finds the winners in a window")
         return winners.inline.masks
     return rows.mask_rows(_scratch(run))
 

@@ -60,6 +60,12 @@ def key_rows(scratch: DataFrame) -> DataFrame:
     return scratch.where(F.col(KEY).isNotNull())
 
 
+def range_keys(range_rows: DataFrame) -> DataFrame:
+    """The distinct keys ``(partition, key)`` of the range's keyed records: phase 1's winning keys under
+    ``offset``, where every key of the range supersedes the compacted row of its key."""
+    return range_rows.where(F.col(KEY).isNotNull()).select(PARTITION, KEY).distinct()
+
+
 def contested_rows(scratch: DataFrame) -> DataFrame:
     """The compacted rows phase 1's contest found superseded (``phase1.ranking.contest``), as the delete pass
     writes them: partition, key, delete horizon, record bytes, ``_file`` and ``_pos``."""
