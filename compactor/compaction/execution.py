@@ -57,9 +57,8 @@ SLICED_MIN_WORK = 100_000
 # the standard workload in 1 partition after a 1% append (bench/README.md): partitioned and inline 2.6-3.7 s,
 # sliced with the table 3.7-4.2 s, where the estimates alone (510,000 against 331,000) favoured slicing.
 SCRATCH_WORK = 300_000
-# Below this much work (as ``SLICED_MIN_WORK`` counts it) a run that is not a rewrite reads each pass in one task.
-# Measured on 2 slots, 4 partitions, 1% appends (bench/README.md): one task per pass was faster up to 110,000
-# (1M records, 400,000 keys: 0.91-1.04 s against 1.02-1.11 s) and no faster at 220,000 (1.32-1.57 s against 1.31-1.35).
+# Below this much work (as ``SLICED_MIN_WORK`` counts it) a run that is not a rewrite reads each pass in one task:
+# on 2 slots one task per pass was faster up to 110,000 and no faster at 220,000 (bench/README.md).
 ONE_TASK_WORK = 100_000
 
 # Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast

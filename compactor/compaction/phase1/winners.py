@@ -64,11 +64,13 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
 
     started = time.monotonic()
     plan = run.plan
-    run.progress.phase("phase 1", "finding each key's latest offset (partition, key, offset only)",
+    in_window = run.winners_inline and plan.winners_in_window
+    run.progress.phase("phase 1", "left to phase 2's passes, which find the winners among the range's rows"
+                       if in_window else "finding each key's latest offset (partition, key, offset only)",
                        records=plan.records_in_range, layout=run.layout.kind, inline=run.winners_inline)
+    if in_window:  # nothing to build here
+        return Winners(None, None, 0, int((time.monotonic() - started) * 1000), InlineWinners())
     if run.winners_inline:
-        if plan.winners_in_window:  # phase 2's passes find them in the range's rows: nothing to build here
-            return Winners(None, None, 0, int((time.monotonic() - started) * 1000), InlineWinners())
         narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
         found = latest.latest_offsets(narrow.select(*latest.NARROW_COLUMNS))
         return Winners(None, None, 0, int((time.monotonic() - started) * 1000),
