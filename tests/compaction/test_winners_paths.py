@@ -82,8 +82,8 @@ def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inl
 
 
 POINTS = ("after-plan", "after-phase-1", "after-delete", "after-write", "before-commit")
-IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete"), ("partitions", "after-write")}  # the rest
-# when slow
+# in the pre-commit loop; the rest when slow
+IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete"), ("partitions", "after-write")}
 
 
 # a task per partition differs from one task per pass only in how Spark reads (no failure point lies between):
