@@ -3,12 +3,12 @@
 Every file the product adds to a table is registered here: a topic's data files, written by pyarrow
 (``producing.files``) or by Spark's tasks (``producing.spark_files``), and an incremental compaction run's
 (``compaction.phase2.files``), become ``DataFile`` entries from their Parquet footers (``partition_data_file``); a
-compaction run's position-delete files (``compaction.phase2.files``, ``iceberg.position_deletes``) become
-``DataFile`` entries of content ``POSITION_DELETES`` (``DeleteFileInfo``). ``data_manifest`` writes an append's
-manifest and ``delete_manifest`` a cursor commit's delete manifest; ``iceberg.snapshots`` lists them in a
-snapshot. The delete manifest writer is pyiceberg's V2 writer with the content set to deletes
-(``iceberg.internals.PositionDeleteManifestWriter``); entry encoding, partition summaries and sequence-number
-inheritance are pyiceberg's own.
+compaction run's position-delete files (a native run's: ``compaction.phase2.files``; an attached log's:
+``iceberg.position_deletes``) become ``DataFile`` entries of content ``POSITION_DELETES`` (``DeleteFileInfo``).
+``data_manifest`` writes an append's manifest and ``delete_manifest`` a cursor commit's delete manifest;
+``iceberg.snapshots`` lists them in a snapshot. The delete manifest writer is pyiceberg's V2 writer with the
+content set to deletes (``iceberg.internals.PositionDeleteManifestWriter``); entry encoding, partition summaries
+and sequence-number inheritance are pyiceberg's own.
 """
 
 from __future__ import annotations

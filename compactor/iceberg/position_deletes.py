@@ -1,6 +1,6 @@
 """Position deletes written by a Spark pass, and registered by the commit that publishes them: an attached log's
-delete pass (``attach.passes``). A native compaction run writes its position deletes in the same job as its kept
-rows (``compaction.phase2.files``).
+delete pass (``attach.passes``). A native compaction run's delete pass writes its own from its tasks, through
+Iceberg's position-delete writer (``compaction.phase2.files``, ``compactor.udf.ViewFiles``), and lists no directory.
 
 Spark's row-level ``DELETE`` would scan and join the view a second time, then sort and repartition before
 writing (3.5 s of a 4.9 s incremental run on the benchmark). Instead, the pass that finds the rows a run
