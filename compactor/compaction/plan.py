@@ -26,9 +26,10 @@ HASH_KEYS_LIMIT = 2_000_000
 # Up to this many records in its range, a partitioned run under compaction.strategy=offset keeps no scratch table:
 # phase 2's queries find the winners themselves (``phase1.winners``), each reading the range's narrow columns again.
 INLINE_WINNERS_LIMIT = 1_000_000
-# Up to this many records, an incremental run with inline winners finds them in the rows it appends from (a window
-# over the range's full rows, sorted by key within each task) instead of a second read of the range's narrow
-# columns: a scan, two aggregations and a join fewer to plan and run, for a sort of rows that are few.
+# Up to this many records, a run with inline winners finds them in the rows it appends from (a window over the
+# range's full rows, sorted by key within each task) instead of a second read of the range's narrow columns: a scan,
+# two aggregations and a join fewer to plan and run, for a sort of rows that are few. For a first run of 1,000,000
+# records both ways took as long (bench/README.md).
 WINDOW_WINNERS_LIMIT = 200_000
 
 
@@ -105,8 +106,8 @@ class CompactionPlan:
     @property
     def winners_in_window(self) -> bool:
         """Whether the append pass finds the range's winners among the rows it reads (``rows.latest_range_rows``)
-        instead of joining phase 1's masks: an incremental run of a small range under ``offset``."""
-        return self.small_range and self.cursor is not None and self.records_in_range <= WINDOW_WINNERS_LIMIT
+        instead of joining phase 1's masks: a small range under ``offset``, first runs included."""
+        return self.small_range and self.records_in_range <= WINDOW_WINNERS_LIMIT
 
     @property
     def contests_view(self) -> bool:

@@ -5,6 +5,7 @@ layouts give the same compacted view, and the caller's SparkSession is never cha
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,9 +121,9 @@ def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession
     fill(lake, "l.t", seed=7, partitions=2)
     compact(lake, spark, "l.t", 5_000, layout=layout)
     assert all("Broadcast" not in plan for plan in captured_plans)
-    if layout == "partitioned":  # a first run hands its winners inline: one write, phase 1's work inside it
+    if layout == "partitioned":  # a small first run finds its winners in a window: one write, phase 1's work inside it
         (phase2,) = captured_plans
-        assert exchanges(phase2) == [], phase2
+        assert exchanges(phase2) == [] and "Window" in phase2, phase2
     else:  # the scratch table's rows, then the view's new rows
         phase1, phase2 = captured_plans
         assert exchanges(phase2) == [], phase2  # phase 2 joins each slice with its winners in place
@@ -137,9 +138,9 @@ def test_an_incremental_run_finding_its_winners_in_a_window_shuffles_nothing(
         spark: SparkSession, lake: Lake, captured_plans: list[str], monkeypatch: pytest.MonkeyPatch,
         one_task: bool) -> None:
     """A small incremental range, partitioned: the append pass's window over ``(partition, key)`` sorts each
-    partition's rows where they are read (the scan reports its partitioning), and the delete pass joins in place;
-    with little work (``ONE_TASK_WORK``) each pass reads its scans coalesced into one task, which needs no exchange
-    either. Both give the same view."""
+    partition's rows, led by the keys' hashes, where they are read (the scan reports its partitioning), and the
+    delete pass joins in place; with little work (``ONE_TASK_WORK``) each pass reads its scans coalesced into one
+    task, which needs no exchange either. Both give the same view."""
     if not one_task:
         monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
     name = f"l.w{int(one_task)}"
@@ -151,7 +152,11 @@ def test_an_incremental_run_finding_its_winners_in_a_window_shuffles_nothing(
     result, tasks = compact(lake, spark, name, 6_000)
     assert result.stats.mode == "incremental" and len(captured_plans) == 2  # the append pass and the delete pass
     assert tasks == (1 if one_task else 2), tasks
-    assert any("Window" in plan for plan in captured_plans), captured_plans
+    (windowed,) = [plan for plan in captured_plans if "Window" in plan]
+    # the window's sort compares the keys' hashes first (rows.latest_range_rows, projected as a column), then
+    # partition and key
+    first = re.findall(r"Sort \[(\w+)#\d+L? ASC NULLS FIRST, partition#\d+ ASC NULLS FIRST, key#", windowed)
+    assert first and first[0] != "partition" and "xxhash64(key#" in windowed, windowed
     assert all(exchanges(plan) == [] and "Broadcast" not in plan for plan in captured_plans), captured_plans
     assert all(("Coalesce" in plan) == one_task for plan in captured_plans), captured_plans
     expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, name)}

@@ -1,17 +1,17 @@
 """Phase 1's two ways of handing its winners to phase 2 (issue 34): a small range in the partitioned layout keeps no
 scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
-sliced layout keeps them in the run's scratch table. Inline, an incremental run's append pass finds them in the rows it
-reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over ``WINDOW_WINNERS_LIMIT``, when it joins
-the masks (``masks``). The tests' runs are small enough to read each pass in one task (``execution.ONE_TASK_WORK``);
-``partitions`` is ``inline`` with a task per topic partition. Incremental = full (docs/guarantees.md#compaction) and
-crash safety at every failure point (#the-cursor-and-failures) hold every way: the same tests run on each way, and
-check which way their runs took."""
+sliced layout keeps them in the run's scratch table. Inline, the append pass of a first run as of an incremental run
+finds them in the rows it reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over
+``WINDOW_WINNERS_LIMIT``, when it joins the masks (``masks``). The tests' runs are small enough to read each pass in one
+task (``execution.ONE_TASK_WORK``); ``partitions`` is ``inline`` with a task per topic partition. Incremental = full
+(docs/guarantees.md#compaction) and crash safety at every failure point (#the-cursor-and-failures) hold every way: the
+same tests run on each way, and check which way their runs took."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from pyspark.sql import SparkSession
@@ -30,9 +30,10 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Way]]:
     """Force the way named by the test's ``path`` parameter (``scratch``: no range is small enough to go inline)
-    and record, for each run's phase 1, whether it went inline."""
+    and record, for each run's phase 1, whether it went inline, whether it was a first run and whether its append pass
+    was to find the winners in a window."""
     path = request.node.callspec.params["path"]
     if path == "scratch":
         monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
@@ -40,12 +41,12 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     if path == "partitions":
         monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
-    seen: list[bool] = []
+    seen: list[Way] = []
     real = winners.find_winners
     real_window = rows.latest_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
-        seen.append(run.winners_inline)
+        seen.append(Way(run.winners_inline, run.plan.cursor is None, run.plan.winners_in_window))
         assert run.layout.one_task == (path != "partitions" and run.plan.rewrite_reason is None), run.layout
         found = real(run, catalog)
         assert (found.inline is not None) == run.winners_inline
@@ -64,14 +65,25 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 WINDOWS: list[bool] = []  # an append pass found its winners in a window over the range's rows
 
 
-def took(seen: list[bool], path: str) -> bool:
-    return (bool(seen) and all(inline == (path != "scratch") for inline in seen)
-            and bool(WINDOWS) == (path in ("inline", "partitions")))
+class Way(NamedTuple):
+    """How one run's phase 1 handed over its winners."""
+
+    inline: bool
+    first: bool  # the topic's first run (no cursor)
+    window: bool  # its append pass was to find them in a window (``plan.winners_in_window``)
+
+
+def took(seen: list[Way], path: str) -> bool:
+    """Whether the runs went ``path``'s way; a window's way with both a first and an incremental run in a window."""
+    window = path in ("inline", "partitions")
+    return (bool(seen) and all(way.inline == (path != "scratch") for way in seen)
+            and bool(WINDOWS) == window and all(way.window == window for way in seen)
+            and (not window or {way.first for way in seen} == {True, False}))
 
 
 @pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch",
                                   pytest.param("masks", marks=pytest.mark.slow), "partitions"])
-def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool],
+def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[Way],
                                             path: str) -> None:
     """docs/guarantees.md#compaction's central property (``test_incremental_equals_full``) with the winners handed
     inline and through the scratch table (the default for the test's small ranges is inline: the slow mark keeps that
@@ -95,7 +107,7 @@ PER_PARTITION_POINTS = ("after-delete", "after-write")
     pytest.param(path, point, marks=() if (path, point) in IN_THE_LOOP else pytest.mark.slow)
     for path in ("inline", "scratch", "partitions") for point in POINTS
     if path != "partitions" or point in PER_PARTITION_POINTS])
-def test_failure_points_either_way(spark: SparkSession, lake: Lake, inline_runs: list[bool], path: str,
+def test_failure_points_either_way(spark: SparkSession, lake: Lake, inline_runs: list[Way], path: str,
                                    point: str) -> None:
     """docs/guarantees.md#the-cursor-and-failures: a failure at every point before the publish leaves the previous
     cursor and view and no staging branch; the run then succeeds and matches the reference model

@@ -7,8 +7,9 @@
 * **inline** (``RunContext.winners_inline``: a small range under ``offset``, partitioned layout): no job and no
   table; the winners are lazy DataFrames that each of phase 2's queries computes itself, reading the range's narrow
   columns once more. A scratch table costs a job, its creation, a commit, a scan per pass and its drop whatever the
-  range's size; a small range costs less to read twice. A smaller range (``CompactionPlan.winners_in_window``)
-  needs not even the DataFrames: phase 2's passes find the winners among the range's rows themselves.
+  range's size; a small range costs less to read twice. A smaller range (``CompactionPlan.winners_in_window``, a
+  first run's too) needs not even the DataFrames: phase 2's passes find the winners among the range's rows
+  themselves.
 
 The DataFrame logic is ``latest`` and ``ranking``.
 """
