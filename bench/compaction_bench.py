@@ -273,6 +273,8 @@ def main() -> None:
                         default=[0.0025, STANDARD_SHARE, 0.05], help="appended records per incremental figure, "
                         "as shares of --records, appended in this order")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmups", type=int, default=1, help="untimed runs of each side per append share before "
+                        "the repetitions (more: the figures of a process whose JIT compilers have settled)")
     parser.add_argument("--history", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     parser.add_argument("--compare-layouts", action="store_true", help="also time full runs forced to each layout")
     parser.add_argument("--cores", type=int, default=2)

@@ -17,9 +17,9 @@ statement, copy-on-write and merge-on-read, in the benchmark's Spark application
 The topic is compacted with ``delete.retention.ms=0`` so that both sides drop tombstones (and keyless records).
 Each `latest` table starts as the naive job's result over the records the first cursor holds. Per append share,
 in order (each share's records appended after the previous share's): the topic gets the share's records; one
-untimed run of each side (warm-up); then per repetition, in rotated order, the product's incremental run and
-both statements, each from the same starting snapshot (the cursor, and each table's ``main``, reset before it).
-The last repetition's result is the next share's start on every side.
+untimed run of each side (warm-up; ``--warmups`` rounds of them); then per repetition, in rotated order, the
+product's incremental run and both statements, each from the same starting snapshot (the cursor, and each table's
+``main``, reset before it). The last repetition's result is the next share's start on every side.
 """
 
 from __future__ import annotations
@@ -114,8 +114,9 @@ def _share_figures(bench: Bench, anchor: MergeAnchor, prefix: str, starts: dict[
         return anchor.merge(name, starts[name], ranges, label)
 
     order = ["incremental", *MERGE_MODES]
-    for name in order:
-        step(name, f"{prefix}:{name}-warmup")
+    for warmup in range(bench.args.warmups):  # untimed, in the same order every round
+        for name in order:
+            step(name, f"{prefix}:{name}-warmup{warmup}")
     seconds: dict[str, list[float]] = {name: [] for name in order}
     for rep in range(bench.args.repeats):
         for name in order[rep % len(order):] + order[:rep % len(order)]:  # rotate: no fixed predecessor
