@@ -32,7 +32,7 @@ from compactor.errors import InputError, UsageError
 from compactor.spark.catalog import catalog_settings, uses_s3
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options
-from compactor.spark.session import ICEBERG_EXTENSIONS
+from compactor.spark.session import SESSION_EXTENSIONS
 from compactor.topics.settings import parse_assignments
 
 SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
@@ -44,8 +44,9 @@ def cluster_jars(config: LakeConfig, directory: Path | None = None) -> list[str]
 
 
 def spark_conf(config: LakeConfig) -> dict[str, str]:
-    """``--conf`` settings: Iceberg extensions, the catalog, S3A (never a credential: see the module docstring)."""
-    return {"spark.sql.extensions": ICEBERG_EXTENSIONS, **catalog_settings(config)}
+    """``--conf`` settings: Iceberg's and the product's extensions, the catalog, S3A (never a credential: see the
+    module docstring)."""
+    return {"spark.sql.extensions": ",".join(SESSION_EXTENSIONS), **catalog_settings(config)}
 
 
 def verb_log_level(verb: Sequence[str], env: Mapping[str, str]) -> str | None:

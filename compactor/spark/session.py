@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# The product's own (compactor-udf.jar): a physical-plan rule that runs a grouped aggregation whose input is already
+# clustered on its keys in one hash table instead of two (compactor/spark/java/compactor/udf/OnePassAggregates.java)
+PRODUCT_EXTENSIONS = "compactor.udf.SessionExtensions"
+SESSION_EXTENSIONS = (ICEBERG_EXTENSIONS, PRODUCT_EXTENSIONS)
 
 def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
     """Settings for a local run; each is skipped if the user's Spark configuration already has it."""
@@ -136,8 +140,7 @@ def get_or_create_session(config: LakeConfig, extra: Mapping[str, str] | None = 
     if all_jars:
         builder = builder.config("spark.jars", ",".join(all_jars))
     extensions = [e for e in existing_ext.split(",") if e]
-    if ICEBERG_EXTENSIONS not in extensions:
-        extensions.append(ICEBERG_EXTENSIONS)
+    extensions += [e for e in SESSION_EXTENSIONS if e not in extensions]
     builder = builder.config("spark.sql.extensions", ",".join(extensions))
     for key, value in catalog_settings(config).items():
         builder = builder.config(key, value)

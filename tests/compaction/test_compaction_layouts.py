@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriterV2
 
-from compactor.compaction import execution
+from compactor.compaction import execution, plan
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.compaction.phase2 import files
 from compactor.lake import Lake
@@ -161,6 +161,36 @@ def test_an_incremental_run_finding_its_winners_in_a_window_shuffles_nothing(
     assert all(("Coalesce" in plan) == one_task for plan in captured_plans), captured_plans
     expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, name)}
     assert {(r.partition, r.offset): (r.key, r.value) for r in view(lake, name)} == expected
+
+
+def test_phase_1_groups_each_partitions_keys_in_one_hash_table(spark: SparkSession, lake: Lake,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first run whose winners go inline as masks, a task per partition: its grouping by ``(partition, key)``, and
+    by mask word, each run in one step (``compactor.udf.OnePassAggregates``: the scan is grouped by partition, so
+    Spark leaves out the exchange between its partial and final aggregations, and the rule makes them one). The
+    plan read once the job ran, as adaptive execution finalised it."""
+    monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
+    monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    final_plans: list[str] = []
+
+    def capture_files(rows: DataFrame, *args: Any) -> Any:
+        lines = view_files(rows, *args)
+        executed = rows._jdf.queryExecution().executedPlan()
+        final_plans.append((executed.finalPhysicalPlan() if executed.nodeName() == "AdaptiveSparkPlan"
+                            else executed).toString())
+        return lines
+
+    monkeypatch.setattr(files, "view_files", capture_files)
+    lake.create_topic("l.a", partitions=2, config={"cleanup.policy": "compact"})
+    fill(lake, "l.a", seed=5, partitions=2)
+    result, tasks = compact(lake, spark, "l.a", 5_000)
+    assert result.stats.mode == "first" and tasks == 2, (result.stats.mode, tasks)
+    (phase2,) = final_plans
+    grouped = [line.strip() for line in phase2.splitlines() if "HashAggregate(" in line]
+    assert len(grouped) == 2 and not any("partial_" in line for line in grouped), phase2  # keys, then mask words
+    assert exchanges(phase2) == [], phase2
+    expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, "l.a")}
+    assert {(r.partition, r.offset): (r.key, r.value) for r in view(lake, "l.a")} == expected
 
 
 def _model_view(lake: Lake, name: str) -> list[tuple[int, int, bytes | None, bytes | None]]:

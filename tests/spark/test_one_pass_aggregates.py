@@ -1,0 +1,57 @@
+"""The product's physical-plan rule (``compactor.udf.OnePassAggregates``, registered by the session factory as a
+session extension): a final hash aggregation directly over its partial one, with no exchange between, runs as one
+aggregation in complete mode; a pair with an exchange between stays as Spark plans it. The guard of the only module
+that builds Spark's internal aggregation nodes: a Spark upgrade that changes them fails here."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from compactor.spark.session import PRODUCT_EXTENSIONS
+
+pytestmark = pytest.mark.spark
+
+
+def aggregates(frame: DataFrame) -> list[str]:
+    """The hash aggregations of ``frame``'s final physical plan (run first, so adaptive execution settled it)."""
+    plan = frame._jdf.queryExecution().executedPlan()
+    if plan.nodeName() == "AdaptiveSparkPlan":
+        plan = plan.finalPhysicalPlan()
+    return [line.strip() for line in plan.toString().splitlines() if "HashAggregate(" in line]
+
+
+def test_the_session_factory_registers_the_extension(spark: SparkSession) -> None:
+    assert PRODUCT_EXTENSIONS in (spark.conf.get("spark.sql.extensions") or "").split(",")
+
+
+def test_an_aggregation_over_input_clustered_on_its_keys_builds_one_hash_table(spark: SparkSession) -> None:
+    rows = spark.range(2_000).select((F.col("id") % 97).alias("k"), F.col("id").alias("v")).repartition(4, "k")
+    for frame, expected in [
+        (rows.groupBy("k").agg(F.max("v").alias("top"), F.count(F.lit(1)).alias("n")),
+         {k: (max(v for v in range(2_000) if v % 97 == k), len(range(k, 2_000, 97))) for k in range(97)}),
+        (rows.select("k").distinct(), dict.fromkeys(range(97), ())),  # no aggregate function: a DISTINCT
+    ]:
+        got = {r[0]: tuple(r[1:]) for r in frame.collect()}
+        assert got == expected
+        (one,) = aggregates(frame)  # in complete mode: no partial_ functions
+        assert "partial_" not in one, one
+
+
+def test_the_rule_can_be_turned_off_for_a_session(spark: SparkSession) -> None:
+    session = spark.newSession()  # a setting of its own: the caller's session is not changed
+    session.conf.set("spark.compactor.onePassAggregates", "false")
+    rows = session.range(2_000).select((F.col("id") % 97).alias("k")).repartition(4, "k")
+    frame = rows.groupBy("k").agg(F.count(F.lit(1)).alias("n"))
+    assert len(frame.collect()) == 97
+    found = aggregates(frame)
+    assert len(found) == 2 and any("partial_count" in line for line in found), found
+
+
+def test_an_aggregation_that_needs_an_exchange_keeps_its_partial_step(spark: SparkSession) -> None:
+    rows = spark.range(2_000).select((F.col("id") % 97).alias("k"), (F.col("id") % 5).alias("j")).repartition(4, "k")
+    frame = rows.groupBy("j").agg(F.count(F.lit(1)).alias("n"))
+    assert {r.j: r.n for r in frame.collect()} == dict.fromkeys(range(5), 400)
+    found = aggregates(frame)
+    assert len(found) == 2 and any("partial_count" in line for line in found), found
