@@ -25,7 +25,8 @@ import scala.collection.Seq;
  * final one; when the input is already clustered on those keys (a compaction's storage-partitioned scans, grouped
  * by topic partition) the exchange is left out, and the final aggregation builds a second hash table of every key
  * the partial one has just built, in the same task. Phase 1 of a first compaction groups a partition's range by
- * key: two hash tables of all its keys. In complete mode the task builds one. (Spark 4 collapses the pair itself.)
+ * key: two hash tables of all its keys. In complete mode the task builds one. (An upstream pull request,
+ * SPARK-57928, collapses such pairs in Spark itself.)
  *
  * <p>Applied after Spark has placed its exchanges (as a pre-columnar rule, {@link SessionExtensions}), so a pair
  * with an exchange between is never touched; only pairs grouped by plain columns (a {@code DISTINCT} too), without
