@@ -13,7 +13,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriterV2
 
-from compactor.compaction import execution, plan
+from compactor.compaction import execution
+from compactor.compaction import plan as compaction_plan
 from compactor.compaction.job import TwoPhaseCompactor
 from compactor.compaction.phase2 import files
 from compactor.lake import Lake
@@ -170,7 +171,7 @@ def test_phase_1_groups_each_partitions_keys_in_one_hash_table(spark: SparkSessi
     Spark leaves out the exchange between its partial and final aggregations, and the rule makes them one). The
     plan read once the job ran, as adaptive execution finalised it."""
     monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
-    monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    monkeypatch.setattr(compaction_plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     final_plans: list[str] = []
 
     def capture_files(rows: DataFrame, *args: Any) -> Any:
