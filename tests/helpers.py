@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+def final_plan(frame: DataFrame) -> str:
+    """The physical plan ``frame`` ran with, as text: adaptive execution's final plan once its job has run (the
+    executed plan alone shows adaptive execution's initial one, before the rules that run on its stages)."""
+    executed = frame._jdf.queryExecution().executedPlan()
+    plan = executed.finalPhysicalPlan() if executed.nodeName() == "AdaptiveSparkPlan" else executed
+    return str(plan.toString())
+
+
 def topic_rows(topic: Topic) -> list[dict[str, Any]]:
     """Every raw row of ``topic`` as committed now (re-read), as Python dicts in (partition, offset) order."""
     table = topic.refresh().table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])

@@ -39,6 +39,8 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 # clustered on its keys in one hash table instead of two (compactor/spark/java/compactor/udf/OnePassAggregates.java)
 PRODUCT_EXTENSIONS = "compactor.udf.SessionExtensions"
 SESSION_EXTENSIONS = (ICEBERG_EXTENSIONS, PRODUCT_EXTENSIONS)
+# the session setting that turns that rule off (``false``); its Java twin is ``OnePassAggregates.ENABLED``
+ONE_PASS_AGGREGATES = "spark.compactor.onePassAggregates"
 
 def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
     """Settings for a local run; each is skipped if the user's Spark configuration already has it."""

@@ -21,7 +21,7 @@ from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.spark.udf import view_files
 from compactor.topics.records import ProducerRecord
-from tests.helpers import compacted_rows, raw, view
+from tests.helpers import compacted_rows, final_plan, raw, view
 
 pytestmark = pytest.mark.spark
 BATCHES = 6
@@ -176,9 +176,7 @@ def test_phase_1_groups_each_partitions_keys_in_one_hash_table(spark: SparkSessi
 
     def capture_files(rows: DataFrame, *args: Any) -> Any:
         lines = view_files(rows, *args)
-        executed = rows._jdf.queryExecution().executedPlan()
-        final_plans.append((executed.finalPhysicalPlan() if executed.nodeName() == "AdaptiveSparkPlan"
-                            else executed).toString())
+        final_plans.append(final_plan(rows))
         return lines
 
     monkeypatch.setattr(files, "view_files", capture_files)

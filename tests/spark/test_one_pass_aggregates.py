@@ -9,17 +9,15 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.spark.session import PRODUCT_EXTENSIONS
+from compactor.spark.session import ONE_PASS_AGGREGATES, PRODUCT_EXTENSIONS
+from tests.helpers import final_plan
 
 pytestmark = pytest.mark.spark
 
 
 def aggregates(frame: DataFrame) -> list[str]:
     """The hash aggregations of ``frame``'s final physical plan (run first, so adaptive execution settled it)."""
-    plan = frame._jdf.queryExecution().executedPlan()
-    if plan.nodeName() == "AdaptiveSparkPlan":
-        plan = plan.finalPhysicalPlan()
-    return [line.strip() for line in plan.toString().splitlines() if "HashAggregate(" in line]
+    return [line.strip() for line in final_plan(frame).splitlines() if "HashAggregate(" in line]
 
 
 def test_the_session_factory_registers_the_extension(spark: SparkSession) -> None:
@@ -41,7 +39,7 @@ def test_an_aggregation_over_input_clustered_on_its_keys_builds_one_hash_table(s
 
 def test_the_rule_can_be_turned_off_for_a_session(spark: SparkSession) -> None:
     session = spark.newSession()  # a setting of its own: the caller's session is not changed
-    session.conf.set("spark.compactor.onePassAggregates", "false")
+    session.conf.set(ONE_PASS_AGGREGATES, "false")
     rows = session.range(2_000).select((F.col("id") % 97).alias("k")).repartition(4, "k")
     frame = rows.groupBy("k").agg(F.count(F.lit(1)).alias("n"))
     assert len(frame.collect()) == 97
@@ -73,18 +71,20 @@ def test_every_kind_of_aggregation_gives_what_spark_gives_without_the_rule(spark
     kinds (filtered, distinct, object-based, needing an exchange or not, nulls) give the same rows with it as
     without it (a session with it turned off)."""
     off = spark.newSession()
-    off.conf.set("spark.compactor.onePassAggregates", "false")
+    off.conf.set(ONE_PASS_AGGREGATES, "false")
     for session in (spark, off):
         (session.range(3_000).selectExpr("id % 53 AS k", "CASE WHEN id % 7 = 0 THEN NULL ELSE id END AS v",
                                          "id % 5 AS j")
          .repartition(4, "k").createOrReplaceTempView("t"))
     collapsed = []
-    for query in QUERIES:
-        with_rule, without = spark.sql(query), off.sql(query)
-        assert sorted(map(tuple, with_rule.collect())) == sorted(map(tuple, without.collect())), query
-        fewer = len(aggregates(with_rule)) - len(aggregates(without))
-        assert fewer <= 0, query
-        collapsed += [query] if fewer < 0 else []
+    try:
+        for query in QUERIES:
+            with_rule, without = spark.sql(query), off.sql(query)
+            assert sorted(map(tuple, with_rule.collect())) == sorted(map(tuple, without.collect())), query
+            fewer = len(aggregates(with_rule)) - len(aggregates(without))
+            assert fewer <= 0, query
+            collapsed += [query] if fewer < 0 else []
+    finally:
+        spark.catalog.dropTempView("t")  # the shared session's view; the other session's goes with it
     assert QUERIES[0] in collapsed and QUERIES[1] in collapsed and QUERIES[3] in collapsed, collapsed
-    assert QUERIES[5] not in collapsed, collapsed  # grouped by another column: the exchange stays, and the pair
-    spark.catalog.dropTempView("t")
+    assert QUERIES[5] not in collapsed, collapsed  # grouped by another column: the exchange and the pair stay
