@@ -5,9 +5,10 @@ Two kinds of settings:
 * **required** ones without which nothing works: the Iceberg SQL extensions, the catalog
   (``spark.sql.catalog.<name>.*``), the jars, and for S3 the S3A file system. These are always set (jars and
   extensions are appended to whatever is already there).
-* **local-development defaults** (master ``local[*]``, driver memory, UTC, quiet UI). These are applied only
-  when nothing else set them: under ``spark-submit`` the submitted configuration wins, and locally a key
-  present in ``spark-defaults.conf`` or ``PYSPARK_SUBMIT_ARGS`` is left alone.
+* **local-development defaults** (master ``local[*]``, driver memory, UTC, quiet UI, the JVM's garbage
+  collector). These are applied only when nothing else set them: under ``spark-submit`` the submitted
+  configuration wins, and locally a key present in ``spark-defaults.conf`` or ``PYSPARK_SUBMIT_ARGS`` is left
+  alone.
 
 The session is shared: ``get_or_create_session`` returns the active one if it already exists.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +43,16 @@ PRODUCT_EXTENSIONS = "compactor.udf.SessionExtensions"
 SESSION_EXTENSIONS = (ICEBERG_EXTENSIONS, PRODUCT_EXTENSIONS)
 # the session setting that turns that rule off (``false``); its Java twin is ``OnePassAggregates.ENABLED``
 ONE_PASS_AGGREGATES = "spark.compactor.onePassAggregates"
+# The garbage collector of a local session's JVM, which runs the driver and every task: the throughput collector.
+# JDK 17 picks G1 on a machine with 2 cores, whose concurrent threads and write barriers cost a compaction's
+# short, allocation-heavy tasks more than they save (bench/README.md, "The JVM's collector": on the standard
+# workload the incremental run took 0.77 s instead of 1.32 s, the first run 5.5 s instead of 6.4 s).
+LOCAL_COLLECTOR = "-XX:+UseParallelGC"
+# where a JVM's options may already name a collector (a second one stops the JVM: "conflicting collector
+# combinations"); spark-class passes SPARK_SUBMIT_OPTS, the JVM reads the others itself
+JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+_COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
+
 
 def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
     """Settings for a local run; each is skipped if the user's Spark configuration already has it."""
@@ -56,9 +68,18 @@ def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
         "spark.sql.shuffle.partitions": shuffle,
         "spark.sql.adaptive.enabled": "true",
         "spark.log.level": env.get("COMPACTOR_SPARK_LOG_LEVEL") or spark_log_level(env.get("COMPACTOR_LOG_LEVEL")),
-        "spark.driver.extraJavaOptions": ("-Dderby.system.home=/tmp/compactor-derby "
-                                          + driver_java_options(env.get("COMPACTOR_LOG_LEVEL"))),
+        "spark.driver.extraJavaOptions": " ".join(filter(None, (
+            "-Dderby.system.home=/tmp/compactor-derby", collector_option(env),
+            driver_java_options(env.get("COMPACTOR_LOG_LEVEL"))))),
     }
+
+
+def collector_option(env: Mapping[str, str]) -> str:
+    """``LOCAL_COLLECTOR``, or nothing when the JVM options in the environment (``JVM_OPTION_VARIABLES``) already
+    choose a collector: two would keep the JVM from starting."""
+    if any(_COLLECTOR.search(env.get(name, "")) for name in JVM_OPTION_VARIABLES):
+        return ""
+    return LOCAL_COLLECTOR
 
 
 def user_spark_keys(env: Mapping[str, str]) -> set[str]:
@@ -73,7 +94,8 @@ def user_spark_keys(env: Mapping[str, str]) -> set[str]:
                 if stripped and not stripped.startswith("#"):
                     keys.add(stripped.split(None, 1)[0])
     args = shlex.split(env.get("PYSPARK_SUBMIT_ARGS", ""))
-    flag_keys = {"--master": "spark.master", "--driver-memory": "spark.driver.memory", "--name": "spark.app.name"}
+    flag_keys = {"--master": "spark.master", "--driver-memory": "spark.driver.memory", "--name": "spark.app.name",
+                 "--driver-java-options": "spark.driver.extraJavaOptions"}
     for i, arg in enumerate(args):
         if arg in flag_keys:
             keys.add(flag_keys[arg])
