@@ -50,8 +50,11 @@ class RunContext:
     @property
     def winners_inline(self) -> bool:
         """Whether phase 1 hands its winners to phase 2 as a DataFrame instead of a scratch table: a small range
-        (``CompactionPlan.small_range``) in the partitioned layout. (Sliced, the winners must be a table: Spark
-        replicates a table scan's partitions to the slices that join them, never a computed DataFrame's.)"""
+        (``CompactionPlan.small_range``) in the partitioned layout. (Sliced, the winners go through the table: Spark
+        replicates to the view's slices only a side that is a scan grouped by partition, with no exchange in between,
+        and the inline winners are aggregated across the slices of a sliced range. A window run's winning keys, the
+        raw range's own keys, could be replicated; read that way at 5M records on 1 partition, the delete pass took
+        longer on 2 cores: bench/README.md.)"""
         return self.plan.small_range and not self.layout.sliced
 
     @property
