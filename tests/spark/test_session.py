@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compactor.spark.session import LOCAL_COLLECTOR, collector_option, local_defaults, user_spark_keys
+from tests import jvm_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,8 +56,9 @@ def test_a_fresh_local_session_starts_with_the_collector_and_runs_a_job(tmp_path
     """In a fresh process with no collector in the environment, the session's JVM starts (the product's options
     and Spark's own make one valid command line) and collects with the parallel collector's two halves."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "SPARK_"))}
+    # the tests' compiler setting and class archive, not their collector
     env.update(PYTHONPATH=str(ROOT), COMPACTOR_DRIVER_MEMORY="512m", COMPACTOR_SPARK_CORES="1",
-               SPARK_SUBMIT_OPTS="-XX:TieredStopAtLevel=1")  # the tests' compiler setting, not their collector
+               SPARK_SUBMIT_OPTS=f"-XX:TieredStopAtLevel=1 {jvm_archive.options()}".strip())
     done = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / "wh")], capture_output=True, text=True,
                           env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
