@@ -32,7 +32,7 @@ from compactor.errors import InputError, UsageError
 from compactor.spark.catalog import catalog_settings, uses_s3
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options
-from compactor.spark.session import SESSION_EXTENSIONS
+from compactor.spark.session import SESSION_EXTENSIONS, collector_option
 from compactor.topics.settings import parse_assignments
 
 SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
@@ -68,8 +68,11 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
     command = ["spark-submit", "--master", master, "--deploy-mode", "client", "--name",
                f"compactor {' '.join(verb[:2])}", "--jars", ",".join(jars or cluster_jars(config))]
     # the driver's log4j2 configuration, in force before Spark's first line: Spark's logging on standard error,
-    # quiet start-up (see compactor.spark.logs.driver_java_options)
-    logging_conf = {"spark.driver.extraJavaOptions": driver_java_options(verb_log_level(verb, os.environ))}
+    # quiet start-up (see compactor.spark.logs.driver_java_options); with a local master, whose driver runs the
+    # tasks, the collector a local session gets (compactor.spark.session.LOCAL_COLLECTOR)
+    collector = collector_option(os.environ) if master.startswith("local") else ""
+    driver_options = " ".join(filter(None, (collector, driver_java_options(verb_log_level(verb, os.environ)))))
+    logging_conf = {"spark.driver.extraJavaOptions": driver_options}
     for key, value in {**spark_conf(config), **logging_conf, **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(SUBMIT_SCRIPT)]

@@ -23,7 +23,7 @@ from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.progress import parse_log_level
 from compactor.spark.logs import LOG4J2_CONFIG, driver_java_options
-from compactor.spark.session import local_defaults
+from compactor.spark.session import LOCAL_COLLECTOR, local_defaults
 from compactor.topics.records import ProducerRecord
 from tests.conftest import jvm_env
 
@@ -87,6 +87,14 @@ def test_the_spark_submit_command_configures_the_driver_logging(monkeypatch: pyt
     assert java_options(["--log-level", "info", "compact", "a.b"]).endswith(driver_java_options("info"))
     monkeypatch.setenv("COMPACTOR_LOG_LEVEL", "warning")
     assert java_options(["compact", "a.b"]).endswith(driver_java_options("warning"))
+    # a local master's driver runs the tasks: the local sessions' collector, unless the environment chose one
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    assert LOCAL_COLLECTOR in java_options(["compact", "a.b"]).split("=", 1)[1].split()
+    cluster = submit_command(config, ["compact", "a.b"], master="spark://m:7077", warehouse="/tmp/w",
+                             catalog_uri=None, jars=["x"])
+    assert not [c for c in cluster if LOCAL_COLLECTOR in c]
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC")
+    assert LOCAL_COLLECTOR not in java_options(["compact", "a.b"])
 
 
 class _JvmPrintStream:
