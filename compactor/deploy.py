@@ -72,8 +72,8 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
     # tasks, the collector a local session gets (compactor.spark.session.LOCAL_COLLECTOR)
     collector = collector_option(os.environ) if master.startswith("local") else ""
     driver_options = " ".join(filter(None, (collector, driver_java_options(verb_log_level(verb, os.environ)))))
-    logging_conf = {"spark.driver.extraJavaOptions": driver_options}
-    for key, value in {**spark_conf(config), **logging_conf, **(extra_conf or {})}.items():
+    driver_conf = {"spark.driver.extraJavaOptions": driver_options}
+    for key, value in {**spark_conf(config), **driver_conf, **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(SUBMIT_SCRIPT)]
     if warehouse:  # optional on a REST catalog, which places its tables itself
