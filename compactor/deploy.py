@@ -32,7 +32,8 @@ from compactor.errors import InputError, UsageError
 from compactor.spark.catalog import catalog_settings, uses_s3
 from compactor.spark.jars import required_jars
 from compactor.spark.logs import driver_java_options
-from compactor.spark.session import SESSION_EXTENSIONS, collector_option
+from compactor.spark.network import is_local_master
+from compactor.spark.session import SESSION_EXTENSIONS, local_driver_java_options
 from compactor.topics.settings import parse_assignments
 
 SUBMIT_SCRIPT = Path(__file__).resolve().parent / "cli" / "submit.py"
@@ -69,9 +70,10 @@ def submit_command(config: LakeConfig, verb: Sequence[str], *, master: str, ware
                f"compactor {' '.join(verb[:2])}", "--jars", ",".join(jars or cluster_jars(config))]
     # the driver's log4j2 configuration, in force before Spark's first line: Spark's logging on standard error,
     # quiet start-up (see compactor.spark.logs.driver_java_options); with a local master, whose driver runs the
-    # tasks, the collector a local session gets (compactor.spark.session.LOCAL_COLLECTOR)
-    collector = collector_option(os.environ) if master.startswith("local") else ""
-    driver_options = " ".join(filter(None, (collector, driver_java_options(verb_log_level(verb, os.environ)))))
+    # tasks, also the collector a local session gets
+    level = verb_log_level(verb, os.environ)
+    driver_options = (local_driver_java_options(os.environ, level) if is_local_master(master)
+                      else driver_java_options(level))
     driver_conf = {"spark.driver.extraJavaOptions": driver_options}
     for key, value in {**spark_conf(config), **driver_conf, **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]

@@ -25,9 +25,14 @@ def routed_address(host: str, port: int) -> str | None:
     return None
 
 
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs everything in the driver's JVM (``local``, ``local[N]``, ``local[N,F]``)."""
+    return master.startswith("local")
+
+
 def driver_address(master: str) -> str | None:
     """The address the driver should bind to for ``master`` (``None``: leave it to Spark, e.g. YARN)."""
-    if master.startswith("local"):
+    if is_local_master(master):
         return LOOPBACK
     if master.startswith("spark://"):
         first = master[len("spark://"):].partition(",")[0]  # a standby list: any master routes the same way

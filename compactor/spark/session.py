@@ -68,10 +68,16 @@ def local_defaults(env: Mapping[str, str]) -> dict[str, str]:
         "spark.sql.shuffle.partitions": shuffle,
         "spark.sql.adaptive.enabled": "true",
         "spark.log.level": env.get("COMPACTOR_SPARK_LOG_LEVEL") or spark_log_level(env.get("COMPACTOR_LOG_LEVEL")),
-        "spark.driver.extraJavaOptions": " ".join(filter(None, (
-            "-Dderby.system.home=/tmp/compactor-derby", collector_option(env),
-            driver_java_options(env.get("COMPACTOR_LOG_LEVEL"))))),
+        "spark.driver.extraJavaOptions": ("-Dderby.system.home=/tmp/compactor-derby "
+                                          + local_driver_java_options(env, env.get("COMPACTOR_LOG_LEVEL"))),
     }
+
+
+def local_driver_java_options(env: Mapping[str, str], log_level: str | None) -> str:
+    """The Java options of a driver that runs its tasks itself (a local master, in a local session or under
+    ``spark-submit``): the collector (``collector_option``) and the logging configuration (``driver_java_options``
+    for ``log_level``)."""
+    return " ".join(filter(None, (collector_option(env), driver_java_options(log_level))))
 
 
 def collector_option(env: Mapping[str, str]) -> str:
