@@ -110,6 +110,13 @@ class CompactionPlan:
         return self.small_range and self.records_in_range <= WINDOW_WINNERS_LIMIT
 
     @property
+    def winners_in_key_table(self) -> bool:
+        """Whether the append pass finds an inline run's winners in a hash table of the range's keys per task
+        (``compactor.udf.RangeWinners``) instead of joining offset masks aggregated by Spark: a range past the
+        window's limit whose partitions' ranges fit a task's memory (``hash_keys``)."""
+        return self.small_range and not self.winners_in_window and self.hash_keys
+
+    @property
     def contests_view(self) -> bool:
         """Whether phase 1 contests the range's winners with the view's rows (a strategy other than ``offset``,
         and a view to contest): its scratch table then also holds the compacted rows each winner supersedes."""

@@ -1,5 +1,5 @@
 """The compiled Spark functions (``compactor.udf.*``): Kafka's partitioner, the producer's counting pass, row
-offsets and file writer, and an incremental compaction run's file writer, JVM-only work on executors.
+offsets and file writer, and a compaction run's winners and file writer, JVM-only work on executors.
 
 All are Java classes in ``compactor/spark/java`` (``compactor.udf.*``), compiled by the set-up into
 ``compactor-udf.jar``, which every session puts on its classpath and ``spark-submit --jars`` ships to the
@@ -99,6 +99,19 @@ def view_files(rows: DataFrame, table: str, batch: str, flush_positions: int) ->
     return _strings(writer.write(internals.java_frame(rows), _iceberg_table(rows, table), batch, flush_positions))
 
 
+def flag_latest(narrow: DataFrame, full: DataFrame, flag: str, *, hash_bits: int = 64) -> DataFrame:
+    """``full``'s rows (a raw range) with a boolean column ``flag`` appended: whether each keyed row is its key's
+    latest in the range (``compactor.udf.RangeWinners``). ``narrow`` is the same range's ``partition, key, offset``;
+    both are read in the same grouping (the partitioned layout), and each task holds its keys in a hash table of its
+    own heap, so the caller bounds a partition's records (``plan.HASH_KEYS_LIMIT``). Mismatched reads fail the job.
+    ``hash_bits`` below 64 makes keys' hashes collide, for tests of the confirmation on the key's bytes."""
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    flagged = _functions("RangeWinners").flagged(internals.java_frame(narrow), internals.java_frame(full), flag,
+                                                  hash_bits)
+    return SparkDataFrame(flagged, full.sparkSession)
+
+
 def _iceberg_table(rows: DataFrame, table: str) -> Any:
     """The JVM Iceberg ``Table`` that ``rows``' session's catalog names ``table``."""
     return internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
@@ -135,5 +148,5 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["TASK_OFFSET_SKIP", "headers_type", "murmur2_partition", "parse_file_line", "register_functions",
-           "task_offset", "topic_counts", "topic_files", "view_files"]
+__all__ = ["TASK_OFFSET_SKIP", "flag_latest", "headers_type", "murmur2_partition", "parse_file_line",
+           "register_functions", "task_offset", "topic_counts", "topic_files", "view_files"]

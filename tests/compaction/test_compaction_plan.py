@@ -151,6 +151,23 @@ def test_small_ranges_under_offset_and_first_runs_hand_their_winners_inline() ->
     assert not plan(None, offsets((10,)), (10,), settings=by_time).small_range
 
 
+def test_inline_ranges_past_the_windows_limit_find_their_winners_in_a_key_table_while_it_fits_a_task() -> None:
+    """Issue 34: an inline run's append pass flags the winners from a hash table of the range's keys per task
+    (``compactor.udf.RangeWinners``) past ``WINDOW_WINNERS_LIMIT``, while each partition's range stays within
+    ``HASH_KEYS_LIMIT`` records (the table lives in a task's heap); larger ranges join Spark's masks, which spill."""
+    from compactor.compaction.plan import HASH_KEYS_LIMIT, WINDOW_WINNERS_LIMIT
+
+    over = WINDOW_WINNERS_LIMIT + 1
+    assert plan(None, offsets((over,)), (over,)).winners_in_key_table
+    assert plan(cursor((0,)), offsets((over,)), (over,)).winners_in_key_table
+    assert not plan(None, offsets((WINDOW_WINNERS_LIMIT,)), (WINDOW_WINNERS_LIMIT,)).winners_in_key_table  # window
+    assert plan(None, offsets((HASH_KEYS_LIMIT, 5)), (HASH_KEYS_LIMIT, 5)).winners_in_key_table
+    assert not plan(None, offsets((HASH_KEYS_LIMIT + 1,)), (HASH_KEYS_LIMIT + 1,)).winners_in_key_table
+    by_time = TopicSettings.from_properties({"compactor.cleanup.policy": "compact",
+                                             "compactor.compaction.strategy": "timestamp"})
+    assert not plan(None, offsets((over,)), (over,), settings=by_time).winners_in_key_table
+
+
 def test_a_run_that_can_go_inline_stays_partitioned_unless_slicing_saves_more_than_the_scratch_table() -> None:
     """Issue 34: sliced, a run needs a scratch table that a partitioned one does without (``SCRATCH_WORK``): the
     standard workload's incremental run on 1 partition (50,000 records, 1.84M view rows at a quarter each) stays

@@ -2,10 +2,12 @@
 scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
 sliced layout keeps them in the run's scratch table. Inline, the append pass of a first run as of an incremental run
 finds them in the rows it reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over
-``WINDOW_WINNERS_LIMIT``, when it joins the masks (``masks``). The tests' runs are small enough to read each pass in one
-task (``execution.ONE_TASK_WORK``); ``partitions`` is ``inline`` with a task per topic partition. Incremental = full
-(docs/guarantees.md#compaction) and crash safety at every failure point (#the-cursor-and-failures) hold every way: the
-same tests run on each way, and check which way their runs took."""
+``WINDOW_WINNERS_LIMIT``, when a hash table of the range's keys per task flags them (``keytable``:
+``compactor.udf.RangeWinners``), or, past ``HASH_KEYS_LIMIT`` records in a partition, it joins the masks
+(``masks``). The tests' runs are small enough to read each pass in one task (``execution.ONE_TASK_WORK``);
+``partitions`` is ``inline`` with a task per topic partition. Incremental = full (docs/guarantees.md#compaction) and
+crash safety at every failure point (#the-cursor-and-failures) hold every way: the same tests run on each way, and
+check which way their runs took."""
 
 from __future__ import annotations
 
@@ -37,13 +39,16 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     path = request.node.callspec.params["path"]
     if path == "scratch":
         monkeypatch.setattr(plan.CompactionPlan, "small_range", property(lambda self: False))
-    if path == "masks":
+    if path in ("masks", "keytable"):
         monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    if path == "masks":
+        monkeypatch.setattr(plan.CompactionPlan, "winners_in_key_table", property(lambda self: False))
     if path == "partitions":
         monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
     seen: list[Way] = []
     real = winners.find_winners
     real_window = rows.latest_range_rows
+    real_flagged = rows.flagged_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
         seen.append(Way(run.winners_inline, run.plan.cursor is None, run.plan.winners_in_window))
@@ -56,13 +61,20 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         WINDOWS.append(True)
         return real_window(*args, **kwargs)
 
+    def flagged_spy(*args: Any, **kwargs: Any) -> Any:
+        KEY_TABLES.append(True)
+        return real_flagged(*args, **kwargs)
+
     WINDOWS.clear()
+    KEY_TABLES.clear()
     monkeypatch.setattr(job, "find_winners", spy)
     monkeypatch.setattr(rows, "latest_range_rows", window_spy)
+    monkeypatch.setattr(rows, "flagged_range_rows", flagged_spy)
     yield seen
 
 
 WINDOWS: list[bool] = []  # an append pass found its winners in a window over the range's rows
+KEY_TABLES: list[bool] = []  # an append pass found them in a hash table of the range's keys per task
 
 
 class Way(NamedTuple):
@@ -78,11 +90,12 @@ def took(seen: list[Way], path: str) -> bool:
     window = path in ("inline", "partitions")
     return (bool(seen) and all(way.inline == (path != "scratch") for way in seen)
             and bool(WINDOWS) == window and all(way.window == window for way in seen)
+            and bool(KEY_TABLES) == (path == "keytable")
             and (not window or {way.first for way in seen} == {True, False}))
 
 
 @pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch",
-                                  pytest.param("masks", marks=pytest.mark.slow), "partitions"])
+                                  pytest.param("masks", marks=pytest.mark.slow), "keytable", "partitions"])
 def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[Way],
                                             path: str) -> None:
     """docs/guarantees.md#compaction's central property (``test_incremental_equals_full``) with the winners handed
@@ -95,18 +108,19 @@ def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inl
 
 POINTS = ("after-plan", "after-phase-1", "after-delete", "after-write", "before-commit")
 # in the pre-commit loop; the rest when slow
-IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete"), ("partitions", "after-write")}
+IN_THE_LOOP = {("scratch", "after-phase-1"), ("inline", "after-delete"), ("partitions", "after-write"),
+               ("keytable", "after-write")}
 
 
-# a task per partition differs from one task per pass only in how Spark reads (no failure point lies between):
-# two of its points suffice
+# a task per partition differs from one task per pass only in how Spark reads, and the key table from the masks only
+# in how the append pass finds its winners (no failure point lies between): two of their points suffice
 PER_PARTITION_POINTS = ("after-delete", "after-write")
 
 
 @pytest.mark.parametrize("path, point", [
     pytest.param(path, point, marks=() if (path, point) in IN_THE_LOOP else pytest.mark.slow)
-    for path in ("inline", "scratch", "partitions") for point in POINTS
-    if path != "partitions" or point in PER_PARTITION_POINTS])
+    for path in ("inline", "scratch", "partitions", "keytable") for point in POINTS
+    if path not in ("partitions", "keytable") or point in PER_PARTITION_POINTS])
 def test_failure_points_either_way(spark: SparkSession, lake: Lake, inline_runs: list[Way], path: str,
                                    point: str) -> None:
     """docs/guarantees.md#the-cursor-and-failures: a failure at every point before the publish leaves the previous

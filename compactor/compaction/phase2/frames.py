@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import read_range, read_table
+from compactor.compaction.phase1.latest import NARROW_COLUMNS
 from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import rows
+from compactor.spark.udf import flag_latest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation
@@ -51,13 +53,20 @@ def _masks(run: RunContext, winners: Winners) -> DataFrame:
 
 
 def kept_range_rows(run: RunContext, winners: Winners, read: Observation) -> DataFrame:
-    """The new range's rows the view keeps (``rows.new_view_rows``, or ``rows.latest_range_rows`` when the plan
-    finds the winners in the range's own rows); the raw rows read are counted in ``read``
-    (``rows.range_stats_columns``)."""
+    """The new range's rows the view keeps (``rows.new_view_rows``; ``rows.latest_range_rows`` when the plan finds
+    the winners in the range's own rows; ``rows.flagged_range_rows`` when a hash table of the range's keys per task
+    finds them); the raw rows read are counted in ``read`` (``rows.range_stats_columns``)."""
     plan = run.plan
-    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout).observe(
-        read, *rows.range_stats_columns())
+    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
+    in_key_table = winners.inline is not None and plan.winners_in_key_table
+    if in_key_table:
+        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout).select(*NARROW_COLUMNS)
+        range_rows = flag_latest(narrow, range_rows, rows.LATEST)
+    range_rows = range_rows.observe(read, *rows.range_stats_columns())
     retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
+    if in_key_table:
+        return rows.flagged_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
+                                       delete_retention_ms=retention)
     if winners.inline is not None and plan.winners_in_window:
         return rows.latest_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
                                       delete_retention_ms=retention)

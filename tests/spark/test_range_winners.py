@@ -1,0 +1,97 @@
+"""The append pass's hash table of a range's keys per task (``compactor.udf.RangeWinners``, through
+``spark.udf.flag_latest``): each keyed row is flagged as its key's latest exactly when it holds the key's highest
+offset, whatever the keys' bytes, their hashes, the offsets' gaps or the rows' order; reads that do not match fail
+instead of flagging. The guard of the only module that gives a DataFrame an RDD of Spark's internal rows
+(``SparkSession.internalCreateDataFrame``): a Spark upgrade that changes it fails here."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import IllegalArgumentException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+from compactor.spark.udf import flag_latest
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = StructType([StructField("partition", IntegerType(), False), StructField("offset", LongType(), False),
+                     StructField("key", BinaryType(), True), StructField("value", BinaryType(), True)])
+FLAG = "latest"
+Record = tuple[int, int, bytes | None, bytes | None]
+
+
+def records(seed: int) -> list[Record]:
+    """Three partitions with dense and sparse offsets (a gap of 10^12: a mirrored topic's), keys of every length
+    (empty, one byte, keys that share long prefixes, one of 5 MB: past the table's arena chunks), null keys, tombstones
+    and repeated keys, in no order."""
+    rng = random.Random(seed)
+    keys: list[bytes] = [b"", b"\x00", b"k", b"x" * 300 + b"a", b"x" * 300 + b"b"]
+    keys += [f"key-{i}".encode() for i in range(40)]
+    out: list[Record] = []
+    for partition in range(3):
+        offsets = list(range(200)) + ([10**12 + i for i in range(50)] if partition == 2 else [])
+        for offset in offsets:
+            key = None if rng.random() < 0.05 else rng.choice(keys)
+            out.append((partition, offset, key, None if rng.random() < 0.1 else b"v%d" % offset))
+    huge = b"\xff" * 5 * 1024 * 1024
+    out += [(1, 1000, huge, b"old"), (1, 1001, huge + b"\x00", b"other"), (1, 1002, huge, b"new")]
+    rng.shuffle(out)
+    return out
+
+
+def expected(rows: list[Record]) -> dict[tuple[int, int], bool]:
+    latest: dict[tuple[int, bytes], int] = {}
+    for partition, offset, key, _ in rows:
+        if key is not None:
+            latest[(partition, key)] = max(offset, latest.get((partition, key), -1))
+    return {(p, o): k is not None and latest[(p, k)] == o for p, o, k, _ in rows}
+
+
+def frame(spark: SparkSession, rows: list[Record], tasks: int = 2) -> DataFrame:
+    """``rows`` spread over ``tasks`` by partition: two frames of the same rows are grouped alike."""
+    return spark.createDataFrame(rows, SCHEMA).repartition(tasks, "partition")
+
+
+def flags(flagged: DataFrame) -> dict[tuple[int, int], bool]:
+    return {(r["partition"], r["offset"]): r[FLAG] for r in flagged.select("partition", "offset", FLAG).collect()}
+
+
+@pytest.mark.parametrize("hash_bits", [64, 1, 0])
+def test_each_keyed_row_is_flagged_exactly_when_it_holds_its_keys_highest_offset(
+        spark: SparkSession, hash_bits: int) -> None:
+    """With fewer hash bits, keys collide (with none, all do): the table confirms every hash match on the key's
+    bytes and partition, so a collision changes nothing."""
+    rows = records(seed=hash_bits)
+    full = frame(spark, rows)
+    narrow = frame(spark, rows).select("partition", "key", "offset")
+    flagged = flag_latest(narrow, full, FLAG, hash_bits=hash_bits)
+    assert flagged.columns == [*SCHEMA.fieldNames(), FLAG]
+    assert flags(flagged) == expected(rows)
+    passed = [(r["partition"], r["offset"], r["key"], r["value"]) for r in flagged.collect()]
+    assert sorted(passed, key=lambda r: r[:2]) == sorted(rows, key=lambda r: r[:2])  # every row, unchanged
+
+
+def test_one_task_holding_every_partition_flags_them_apart(spark: SparkSession) -> None:
+    """The same key in two partitions is two keys (a pass read in one task holds several partitions)."""
+    rows: list[Record] = [(0, 5, b"a", b"1"), (1, 3, b"a", b"2"), (0, 7, b"a", None), (1, 9, None, b"3")]
+    flagged = flag_latest(frame(spark, rows, 1).select("partition", "key", "offset"), frame(spark, rows, 1), FLAG)
+    assert flags(flagged) == {(0, 5): False, (0, 7): True, (1, 3): True, (1, 9): False}
+
+
+def test_reads_that_do_not_match_fail_instead_of_flagging(spark: SparkSession) -> None:
+    rows: list[Record] = [(0, o, b"k%d" % (o % 3), b"v") for o in range(20)]
+    full = frame(spark, rows, 1)
+    for narrow_rows in ([r for r in rows if r[1] != 7],                   # a row fewer
+                        [*rows[:-1], (0, 99, b"k", b"v")],                # as many rows, another offset
+                        [(1, o, k, v) for _, o, k, v in rows]):           # another partition
+        narrow = frame(spark, narrow_rows, 1).select("partition", "key", "offset")
+        with pytest.raises(Py4JJavaError, match="read for its winners"):
+            flag_latest(narrow, full, FLAG).collect()
+    with pytest.raises(IllegalArgumentException, match="partition, key, offset"):
+        flag_latest(full.select("key", "partition", "offset"), full, FLAG)
+    with pytest.raises(IllegalArgumentException, match="hashBits"):
+        flag_latest(full.select("partition", "key", "offset"), full, FLAG, hash_bits=65)
