@@ -26,11 +26,16 @@ HASH_KEYS_LIMIT = 2_000_000
 # Up to this many records in its range, a partitioned run under compaction.strategy=offset keeps no scratch table:
 # phase 2's queries find the winners themselves (``phase1.winners``), each reading the range's narrow columns again.
 INLINE_WINNERS_LIMIT = 1_000_000
-# Up to this many records, a run with inline winners finds them in the rows it appends from (a window over the
-# range's full rows, sorted by key within each task) instead of a second read of the range's narrow columns: a scan,
-# two aggregations and a join fewer to plan and run, for a sort of rows that are few. For a first run of 1,000,000
-# records both ways took as long (bench/README.md).
+# Up to this many records, an incremental run with inline winners finds them in the rows it appends from (a window
+# over the range's full rows, sorted by key within each task) instead of flagging them from a hash table of the keys
+# (``compactor.udf.RangeWinners``), which reads the range's narrow columns a second time: a scan fewer to plan and
+# run, for a sort of rows that are few. Measured at 200,000 records (+1% of a 200,000-record topic's 4 or 1
+# partitions), the window 0.47 and 0.43 s against the table's 0.53 and 0.49 s; at 50,000 of 5,000,000 a tie.
 WINDOW_WINNERS_LIMIT = 200_000
+# A first run finds its winners in a window while each partition's range holds at most this many records: a task
+# then sorts few rows. Past it the hash table costs less than the sort: 200,000 records in 1 partition 0.71 against
+# 0.91 s (60,000: 0.44 against 0.43 s; 200,000 in 4 partitions, 50,000 each: 0.70 against 0.72 s).
+FIRST_RUN_WINDOW_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
@@ -106,14 +111,20 @@ class CompactionPlan:
     @property
     def winners_in_window(self) -> bool:
         """Whether the append pass finds the range's winners among the rows it reads (``rows.latest_range_rows``)
-        instead of joining phase 1's masks: a small range under ``offset``, first runs included."""
-        return self.small_range and self.records_in_range <= WINDOW_WINNERS_LIMIT
+        instead of flagging them from a hash table of the keys (``winners_in_key_table``) or joining phase 1's
+        masks: a small range under ``offset`` (``WINDOW_WINNERS_LIMIT``; a first run's by its partitions' ranges,
+        ``FIRST_RUN_WINDOW_LIMIT``)."""
+        if not self.small_range:
+            return False
+        if self.cursor is None:
+            return max(self.range_records.values(), default=0) <= FIRST_RUN_WINDOW_LIMIT
+        return self.records_in_range <= WINDOW_WINNERS_LIMIT
 
     @property
     def winners_in_key_table(self) -> bool:
         """Whether the append pass finds an inline run's winners in a hash table of the range's keys per task
         (``compactor.udf.RangeWinners``) instead of joining offset masks aggregated by Spark: a range past the
-        window's limit whose partitions' ranges fit a task's memory (``hash_keys``)."""
+        window's limits whose partitions' ranges fit a task's memory (``hash_keys``)."""
         return self.small_range and not self.winners_in_window and self.hash_keys
 
     @property

@@ -151,18 +151,26 @@ def test_small_ranges_under_offset_and_first_runs_hand_their_winners_inline() ->
     assert not plan(None, offsets((10,)), (10,), settings=by_time).small_range
 
 
-def test_inline_ranges_past_the_windows_limit_find_their_winners_in_a_key_table_while_it_fits_a_task() -> None:
-    """Issue 34: an inline run's append pass flags the winners from a hash table of the range's keys per task
-    (``compactor.udf.RangeWinners``) past ``WINDOW_WINNERS_LIMIT``, while each partition's range stays within
-    ``HASH_KEYS_LIMIT`` records (the table lives in a task's heap); larger ranges join Spark's masks, which spill."""
-    from compactor.compaction.plan import HASH_KEYS_LIMIT, WINDOW_WINNERS_LIMIT
+def test_inline_ranges_past_the_windows_limits_find_their_winners_in_a_key_table_while_it_fits_a_task() -> None:
+    """Issue 34: an inline run's append pass finds the winners in a window over the rows it reads while the range is
+    small (an incremental run's up to ``WINDOW_WINNERS_LIMIT`` records, a first run's up to
+    ``FIRST_RUN_WINDOW_LIMIT`` in each partition); past that it flags them from a hash table of the range's keys per
+    task (``compactor.udf.RangeWinners``) while each partition's range stays within ``HASH_KEYS_LIMIT`` records (the
+    table lives in a task's heap); larger ranges join Spark's masks, which spill."""
+    from compactor.compaction.plan import FIRST_RUN_WINDOW_LIMIT, HASH_KEYS_LIMIT, WINDOW_WINNERS_LIMIT
 
-    over = WINDOW_WINNERS_LIMIT + 1
-    assert plan(None, offsets((over,)), (over,)).winners_in_key_table
-    assert plan(cursor((0,)), offsets((over,)), (over,)).winners_in_key_table
-    assert not plan(None, offsets((WINDOW_WINNERS_LIMIT,)), (WINDOW_WINNERS_LIMIT,)).winners_in_key_table  # window
-    assert plan(None, offsets((HASH_KEYS_LIMIT, 5)), (HASH_KEYS_LIMIT, 5)).winners_in_key_table
-    assert not plan(None, offsets((HASH_KEYS_LIMIT + 1,)), (HASH_KEYS_LIMIT + 1,)).winners_in_key_table
+    def way(found: CompactionPlan) -> str:
+        assert not (found.winners_in_window and found.winners_in_key_table), found
+        return "window" if found.winners_in_window else "table" if found.winners_in_key_table else "masks"
+
+    within, over = WINDOW_WINNERS_LIMIT, WINDOW_WINNERS_LIMIT + 1
+    assert way(plan(cursor((0,)), offsets((within,)), (within,))) == "window"
+    assert way(plan(cursor((0,)), offsets((over,)), (over,))) == "table"
+    first, first_over = FIRST_RUN_WINDOW_LIMIT, FIRST_RUN_WINDOW_LIMIT + 1
+    assert way(plan(None, offsets((first, first)), (first, first))) == "window"  # by each partition's range
+    assert way(plan(None, offsets((first, first_over)), (first, first_over))) == "table"
+    assert way(plan(None, offsets((HASH_KEYS_LIMIT, 5)), (HASH_KEYS_LIMIT, 5))) == "table"
+    assert way(plan(None, offsets((HASH_KEYS_LIMIT + 1,)), (HASH_KEYS_LIMIT + 1,))) == "masks"
     by_time = TopicSettings.from_properties({"compactor.cleanup.policy": "compact",
                                              "compactor.compaction.strategy": "timestamp"})
     assert not plan(None, offsets((over,)), (over,), settings=by_time).winners_in_key_table
