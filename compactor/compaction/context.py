@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
+# how the append pass finds the range's winners (``RunContext.append_winners``)
+WINDOW, KEY_TABLE, MASKS = "window", "key table", "masks"
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -56,6 +59,18 @@ class RunContext:
         raw range's own keys, could be replicated; read that way at 5M records on 1 partition, the delete pass took
         longer on 2 cores: bench/README.md.)"""
         return self.plan.small_range and not self.layout.sliced
+
+    @property
+    def append_winners(self) -> str:
+        """How the append pass tells each key's latest record of the range (its progress reports it): ``window``
+        (among the rows it reads, ``plan.winners_in_window``), ``key table`` (flagged from a hash table of the
+        range's keys per task, ``plan.winners_in_key_table``) or ``masks`` (joined with phase 1's offset masks,
+        inline or from the scratch table). The first two need the winners inline."""
+        if self.winners_inline and self.plan.winners_in_window:
+            return WINDOW
+        if self.winners_inline and self.plan.winners_in_key_table:
+            return KEY_TABLE
+        return MASKS
 
     @property
     def raw_table(self) -> str:

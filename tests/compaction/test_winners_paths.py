@@ -153,3 +153,40 @@ def test_killing_an_inline_run_leaves_the_previous_cursor_and_no_scratch_table(
     monkeypatch.setattr(lease, "wall_clock_ms", lambda: real_clock() + lease.LEASE_TTL_MS + 1)
     run_retention(lake, "s.t", now_ms=later)
     assert safety.stage_branches(lake) == [] and safety.run_tables(lake) == []
+
+
+@pytest.mark.slow  # a JVM of its own
+def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command_line(lake: Lake) -> None:
+    """As users run it, in a fresh process: a first run of one partition holding ``FIRST_RUN_WINDOW_LIMIT + 1``
+    records (keys of 1 to 12 bytes, null keys, tombstones) finds its winners in the key table, its progress says
+    so, and its view holds each key's latest record, tombstones stamped, keyless records dropped."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from compactor.producing.producer import produce_arrow
+    from tests.conftest import jvm_env
+
+    count = plan.FIRST_RUN_WINDOW_LIMIT + 1
+    keys: list[bytes | None] = [None if i % 97 == 0 else b"k%d" % (i * 7919 % 30_011) for i in range(count)]
+    values: list[bytes | None] = [None if i % 13 == 0 else b"v%d" % i for i in range(count)]
+    topic = lake.create_topic("w.big", partitions=1, config={"cleanup.policy": "compact"})
+    produce_arrow(topic, pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "SPARK_"))}
+    env.update(PYTHONPATH=os.getcwd(), COMPACTOR_CATALOG_NAME=lake.config.catalog_name, COMPACTOR_SPARK_CORES="1",
+               COMPACTOR_DRIVER_MEMORY="768m", **jvm_env())
+    done = subprocess.run([sys.executable, "-m", "compactor.cli.main", "--warehouse", lake.config.warehouse,
+                           "compact", "w.big", "--now-ms", "5000"], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["stats"]["records_read"] == count
+    appends = [line for line in done.stderr.splitlines() if "phase 2 appends:" in line]
+    assert len(appends) == 1 and '"winners":"key table"' in appends[0], done.stderr[-3000:]
+    latest = {key: offset for offset, key in enumerate(keys) if key is not None}
+    expected = sorted((offset, key, values[offset]) for key, offset in latest.items())
+    got = [(record.offset, record.key, record.value, horizon) for record, horizon in compacted_rows(lake, "w.big")]
+    assert [row[:3] for row in got] == expected
+    assert all((horizon is not None) == (value is None) for _, _, value, horizon in got)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compactor.compaction.context import RunContext
+from compactor.compaction.context import KEY_TABLE, WINDOW, RunContext
 from compactor.compaction.execution import read_range, read_table
 from compactor.compaction.phase1.latest import NARROW_COLUMNS
 from compactor.compaction.phase1.winners import Winners
@@ -57,17 +57,17 @@ def kept_range_rows(run: RunContext, winners: Winners, read: Observation) -> Dat
     the winners in the range's own rows; ``rows.flagged_range_rows`` when a hash table of the range's keys per task
     finds them); the raw rows read are counted in ``read`` (``rows.range_stats_columns``)."""
     plan = run.plan
+    way = run.append_winners
     range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
-    in_key_table = winners.inline is not None and plan.winners_in_key_table
-    if in_key_table:
+    if way == KEY_TABLE:
         narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout).select(*NARROW_COLUMNS)
         range_rows = flag_latest(narrow, range_rows, rows.LATEST)
     range_rows = range_rows.observe(read, *rows.range_stats_columns())
     retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
-    if in_key_table:
+    if way == KEY_TABLE:
         return rows.flagged_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
                                        delete_retention_ms=retention)
-    if winners.inline is not None and plan.winners_in_window:
+    if way == WINDOW:
         return rows.latest_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
                                       delete_retention_ms=retention)
     return rows.new_view_rows(range_rows, _masks(run, winners), retain_null_keys=retain, now_ms=plan.now_ms,

@@ -102,7 +102,7 @@ def _append_pass(run: RunContext, winners: Winners,
     read, kept = Observation(f"range_{run.run_id}"), Observation(f"kept_{run.run_id}")
     try:  # whatever happens, the delete pass must not wait for ever
         run.progress.phase("phase 2 appends", "writing the kept rows of the new range",
-                           records=run.plan.records_in_range)
+                           records=run.plan.records_in_range, winners=run.append_winners)
         new_rows = frames.kept_range_rows(run, winners, read).observe(kept, *rows.view_stats_columns(""))
     finally:
         planned.set()
