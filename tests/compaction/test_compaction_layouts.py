@@ -170,27 +170,10 @@ def test_phase_1_groups_each_partitions_keys_in_one_hash_table(spark: SparkSessi
     by mask word, each run in one step (``compactor.udf.OnePassAggregates``: the scan is grouped by partition, so
     Spark leaves out the exchange between its partial and final aggregations, and the rule makes them one). The
     plan read once the job ran, as adaptive execution finalised it."""
-    monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
-    monkeypatch.setattr(compaction_plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     monkeypatch.setattr(compaction_plan.CompactionPlan, "winners_in_key_table", property(lambda self: False))
-    final_plans: list[str] = []
-
-    def capture_files(rows: DataFrame, *args: Any) -> Any:
-        lines = view_files(rows, *args)
-        final_plans.append(final_plan(rows))
-        return lines
-
-    monkeypatch.setattr(files, "view_files", capture_files)
-    lake.create_topic("l.a", partitions=2, config={"cleanup.policy": "compact"})
-    fill(lake, "l.a", seed=5, partitions=2)
-    result, tasks = compact(lake, spark, "l.a", 5_000)
-    assert result.stats.mode == "first" and tasks == 2, (result.stats.mode, tasks)
-    (phase2,) = final_plans
+    phase2 = _inline_first_run_plan(spark, lake, monkeypatch, "l.a", seed=5)
     grouped = [line.strip() for line in phase2.splitlines() if "HashAggregate(" in line]
     assert len(grouped) == 2 and not any("partial_" in line for line in grouped), phase2  # keys, then mask words
-    assert exchanges(phase2) == [], phase2
-    expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, "l.a")}
-    assert {(r.partition, r.offset): (r.key, r.value) for r in view(lake, "l.a")} == expected
 
 
 def test_a_first_run_over_the_windows_limit_flags_its_winners_in_a_key_table_per_task(
@@ -198,6 +181,14 @@ def test_a_first_run_over_the_windows_limit_flags_its_winners_in_a_key_table_per
     """A first run whose winners go inline past the window's limit (``plan.winners_in_key_table``): a task per
     partition reads the range's narrow columns into a hash table of its keys, then its full rows, flagged
     (``compactor.udf.RangeWinners``): no aggregation, no join, no exchange in the append pass's plan."""
+    phase2 = _inline_first_run_plan(spark, lake, monkeypatch, "l.k", seed=6)
+    assert "ExistingRDD" in phase2 and "Aggregate" not in phase2 and "Join" not in phase2, phase2
+
+
+def _inline_first_run_plan(spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, name: str, *,
+                           seed: int) -> str:
+    """The append pass's final physical plan of a first run of two partitions, a task each, with its winners inline
+    and not in a window; checked: no exchange, and the view holds each key's latest record."""
     monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
     monkeypatch.setattr(compaction_plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     final_plans: list[str] = []
@@ -208,15 +199,15 @@ def test_a_first_run_over_the_windows_limit_flags_its_winners_in_a_key_table_per
         return lines
 
     monkeypatch.setattr(files, "view_files", capture_files)
-    lake.create_topic("l.k", partitions=2, config={"cleanup.policy": "compact"})
-    fill(lake, "l.k", seed=6, partitions=2)
-    result, tasks = compact(lake, spark, "l.k", 5_000)
+    lake.create_topic(name, partitions=2, config={"cleanup.policy": "compact"})
+    fill(lake, name, seed=seed, partitions=2)
+    result, tasks = compact(lake, spark, name, 5_000)
     assert result.stats.mode == "first" and tasks == 2, (result.stats.mode, tasks)
     (phase2,) = final_plans
-    assert "ExistingRDD" in phase2 and "Aggregate" not in phase2 and "Join" not in phase2, phase2
     assert exchanges(phase2) == [], phase2
-    expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, "l.k")}
-    assert {(r.partition, r.offset): (r.key, r.value) for r in view(lake, "l.k")} == expected
+    expected = {(p, o): (k, v) for p, o, k, v in _model_view(lake, name)}
+    assert {(r.partition, r.offset): (r.key, r.value) for r in view(lake, name)} == expected
+    return phase2
 
 
 def _model_view(lake: Lake, name: str) -> list[tuple[int, int, bytes | None, bytes | None]]:
