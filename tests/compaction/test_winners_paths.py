@@ -190,3 +190,40 @@ def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command
     got = [(record.offset, record.key, record.value, horizon) for record, horizon in compacted_rows(lake, "w.big")]
     assert [row[:3] for row in got] == expected
     assert all((horizon is not None) == (value is None) for _, _, value, horizon in got)
+
+
+@pytest.mark.parametrize("retain", [pytest.param(False, marks=pytest.mark.slow), True])
+def test_the_key_table_keeps_what_the_masks_keep_in_first_incremental_and_rewrite_runs(
+        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, retain: bool) -> None:
+    """Two topics with the same records, two partitions, each compacted by a first run, an incremental run and a
+    rewrite: one whose append passes flag their winners from the key table, one that joins phase 1's masks. Their
+    views hold the same rows, keyless ones included under ``compaction.null-key=retain``."""
+    from tests.compaction.test_compaction_layouts import compact, fill
+    from tests.helpers import view
+
+    monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
+    real_flagged, flagged = rows.flagged_range_rows, []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        flagged.append(True)
+        return real_flagged(*args, **kwargs)
+
+    monkeypatch.setattr(rows, "flagged_range_rows", spy)
+    modes: dict[str, list[str]] = {}
+    for name, key_table in (("k.table", True), ("k.masks", False)):
+        def in_key_table(self: plan.CompactionPlan, on: bool = key_table) -> bool:
+            return on and self.small_range and self.hash_keys
+
+        monkeypatch.setattr(plan.CompactionPlan, "winners_in_key_table", property(in_key_table))
+        lake.create_topic(name, partitions=2, config=config)
+        runs = []
+        for seed, now, rewrite in ((3, 5_000, False), (4, 6_000, False), (5, 7_000, True)):
+            fill(lake, name, seed=seed, partitions=2, batches=2)
+            result, _ = compact(lake, spark, name, now, force_rewrite=rewrite)
+            runs.append(result.stats.mode)
+        modes[name] = runs
+        assert len(flagged) == 3, flagged  # each run of the first topic, none of the second
+    assert modes["k.table"] == modes["k.masks"] == ["first", "incremental", "rewrite"], modes
+    assert compacted_rows(lake, "k.table") == compacted_rows(lake, "k.masks")
+    assert view(lake, "k.table") == view(lake, "k.masks")
