@@ -11,6 +11,7 @@ Python runs on the executors. A session without the jar is an error naming the s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from compactor.errors import MissingJarsError
@@ -99,17 +100,31 @@ def view_files(rows: DataFrame, table: str, batch: str, flush_positions: int) ->
     return _strings(writer.write(internals.java_frame(rows), _iceberg_table(rows, table), batch, flush_positions))
 
 
-def flag_latest(narrow: DataFrame, full: DataFrame, flag: str, *, hash_bits: int = 64) -> DataFrame:
-    """``full``'s rows (a raw range) with a boolean column ``flag`` appended: whether each keyed row is its key's
-    latest in the range (``compactor.udf.RangeWinners``). ``narrow`` is the same range's ``partition, key, offset``;
-    both are read in the same grouping (the partitioned layout), and each task holds its keys in a hash table of its
-    own heap, so the caller bounds a partition's records (``plan.HASH_KEYS_LIMIT``). Mismatched reads fail the job.
-    ``hash_bits`` below 64 makes keys' hashes collide, for tests of the confirmation on the key's bytes."""
+@dataclass(frozen=True)
+class LatestRows:
+    """What ``keep_latest`` returns: the rows, and the JVM result whose counts the job reading them fills."""
+
+    rows: DataFrame
+    result: Any
+
+    def counts(self) -> tuple[int, int]:
+        """How many rows of the range were read, and how many of them were flagged tombstones (once a job has read
+        ``rows``)."""
+        return int(self.result.records()), int(self.result.tombstones())
+
+
+def keep_latest(narrow: DataFrame, full: DataFrame, tombstone: str, *, hash_bits: int = 64) -> LatestRows:
+    """The rows of ``full`` (a raw range, with a boolean column ``tombstone`` by the caller's rule) that a compacted
+    view can keep: each keyed row that is its key's latest in the range, and every keyless row
+    (``compactor.udf.RangeWinners``). ``narrow`` is the same range's ``partition, key, offset``; both are read in
+    the same grouping (the partitioned layout), and each task holds its keys in a hash table of its own heap, so the
+    caller bounds a partition's records (``plan.HASH_KEYS_LIMIT``). Mismatched reads fail the job. ``hash_bits``
+    below 64 makes keys' hashes collide, for tests of the confirmation on the key's bytes."""
     from pyspark.sql import DataFrame as SparkDataFrame
 
-    flagged = _functions("RangeWinners").flagged(internals.java_frame(narrow), internals.java_frame(full), flag,
-                                                  hash_bits)
-    return SparkDataFrame(flagged, full.sparkSession)
+    result = _functions("RangeWinners").keep(internals.java_frame(narrow), internals.java_frame(full), tombstone,
+                                             hash_bits)
+    return LatestRows(SparkDataFrame(result.rows(), full.sparkSession), result)
 
 
 def _iceberg_table(rows: DataFrame, table: str) -> Any:
@@ -148,5 +163,5 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["TASK_OFFSET_SKIP", "flag_latest", "headers_type", "murmur2_partition", "parse_file_line",
+__all__ = ["TASK_OFFSET_SKIP", "LatestRows", "headers_type", "keep_latest", "murmur2_partition", "parse_file_line",
            "register_functions", "task_offset", "topic_counts", "topic_files", "view_files"]

@@ -48,7 +48,7 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     seen: list[Way] = []
     real = winners.find_winners
     real_window = rows.latest_range_rows
-    real_flagged = rows.flagged_range_rows
+    real_flagged = rows.key_table_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
         seen.append(Way(run.winners_inline, run.plan.cursor is None, run.plan.winners_in_window))
@@ -69,7 +69,7 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     KEY_TABLES.clear()
     monkeypatch.setattr(job, "find_winners", spy)
     monkeypatch.setattr(rows, "latest_range_rows", window_spy)
-    monkeypatch.setattr(rows, "flagged_range_rows", flagged_spy)
+    monkeypatch.setattr(rows, "key_table_range_rows", flagged_spy)
     yield seen
 
 
@@ -203,13 +203,13 @@ def test_the_key_table_keeps_what_the_masks_keep_in_first_incremental_and_rewrit
 
     monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
-    real_flagged, flagged = rows.flagged_range_rows, []
+    real_flagged, flagged = rows.key_table_range_rows, []
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         flagged.append(True)
         return real_flagged(*args, **kwargs)
 
-    monkeypatch.setattr(rows, "flagged_range_rows", spy)
+    monkeypatch.setattr(rows, "key_table_range_rows", spy)
     modes: dict[str, list[str]] = {}
     for name, key_table in (("k.table", True), ("k.masks", False)):
         def in_key_table(self: plan.CompactionPlan, on: bool = key_table) -> bool:

@@ -1,8 +1,8 @@
 """The append pass's hash table of a range's keys per task (``compactor.udf.RangeWinners``, through
-``spark.udf.flag_latest``): each keyed row is flagged as its key's latest exactly when it holds the key's highest
-offset, whatever the keys' bytes, their hashes, the offsets' gaps or the rows' order; reads that do not match fail
-instead of flagging. The guard of the only module that gives a DataFrame an RDD of Spark's internal rows
-(``SparkSession.internalCreateDataFrame``): a Spark upgrade that changes it fails here."""
+``spark.udf.keep_latest``): it passes on each keyed row exactly when the row holds its key's highest offset, and every
+keyless row, whatever the keys' bytes, their hashes, the offsets' gaps or the rows' order, and counts the rows and
+tombstones it read; reads that do not match fail instead. The guard of the only module that gives a DataFrame an RDD
+of Spark's internal rows (``SparkSession.internalCreateDataFrame``): a Spark upgrade that changes it fails here."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import IllegalArgumentException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-from compactor.spark.udf import flag_latest
+from compactor.spark.udf import keep_latest
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = StructType([StructField("partition", IntegerType(), False), StructField("offset", LongType(), False),
                      StructField("key", BinaryType(), True), StructField("value", BinaryType(), True)])
-FLAG = "latest"
+TOMBSTONE = "tombstone"
 Record = tuple[int, int, bytes | None, bytes | None]
 
 
@@ -43,46 +44,49 @@ def records(seed: int) -> list[Record]:
     return out
 
 
-def expected(rows: list[Record]) -> dict[tuple[int, int], bool]:
+def expected(rows: list[Record]) -> list[Record]:
+    """Each key's latest record, and every keyless one, in (partition, offset) order."""
     latest: dict[tuple[int, bytes], int] = {}
     for partition, offset, key, _ in rows:
         if key is not None:
             latest[(partition, key)] = max(offset, latest.get((partition, key), -1))
-    return {(p, o): k is not None and latest[(p, k)] == o for p, o, k, _ in rows}
+    return sorted((r for r in rows if r[2] is None or latest[(r[0], r[2])] == r[1]), key=lambda r: r[:2])
 
 
 def frame(spark: SparkSession, rows: list[Record], tasks: int = 2) -> DataFrame:
-    """``rows`` spread over ``tasks`` by partition: two frames of the same rows are grouped alike."""
-    return spark.createDataFrame(rows, SCHEMA).repartition(tasks, "partition")
+    """``rows`` spread over ``tasks`` by partition (two frames of the same rows are grouped alike), each flagged as a
+    tombstone when keyed with a null value."""
+    return (spark.createDataFrame(rows, SCHEMA).repartition(tasks, "partition")
+            .withColumn(TOMBSTONE, F.expr("key IS NOT NULL AND value IS NULL")))
 
 
-def flags(flagged: DataFrame) -> dict[tuple[int, int], bool]:
-    return {(r["partition"], r["offset"]): r[FLAG] for r in flagged.select("partition", "offset", FLAG).collect()}
+def kept(found: DataFrame) -> list[Record]:
+    return sorted(((r["partition"], r["offset"], r["key"], r["value"]) for r in found.collect()), key=lambda r: r[:2])
 
 
 @pytest.mark.parametrize("hash_bits", [64, 1, 0])
-def test_each_keyed_row_is_flagged_exactly_when_it_holds_its_keys_highest_offset(
+def test_each_keys_latest_row_and_every_keyless_one_pass_and_the_range_is_counted(
         spark: SparkSession, hash_bits: int) -> None:
     """With fewer hash bits, keys collide (with none, all do): the table confirms every hash match on the key's
     bytes and partition, so a collision changes nothing."""
     rows = records(seed=hash_bits)
     full = frame(spark, rows)
-    narrow = frame(spark, rows).select("partition", "key", "offset")
-    flagged = flag_latest(narrow, full, FLAG, hash_bits=hash_bits)
-    assert flagged.columns == [*SCHEMA.fieldNames(), FLAG]
-    assert flags(flagged) == expected(rows)
-    passed = [(r["partition"], r["offset"], r["key"], r["value"]) for r in flagged.collect()]
-    assert sorted(passed, key=lambda r: r[:2]) == sorted(rows, key=lambda r: r[:2])  # every row, unchanged
+    found = keep_latest(frame(spark, rows).select("partition", "key", "offset"), full, TOMBSTONE,
+                        hash_bits=hash_bits)
+    assert found.rows.columns == full.columns
+    assert kept(found.rows) == expected(rows)
+    assert found.counts() == (len(rows), sum(1 for r in rows if r[2] is not None and r[3] is None))
 
 
-def test_one_task_holding_every_partition_flags_them_apart(spark: SparkSession) -> None:
+def test_one_task_holding_every_partition_keeps_them_apart(spark: SparkSession) -> None:
     """The same key in two partitions is two keys (a pass read in one task holds several partitions)."""
     rows: list[Record] = [(0, 5, b"a", b"1"), (1, 3, b"a", b"2"), (0, 7, b"a", None), (1, 9, None, b"3")]
-    flagged = flag_latest(frame(spark, rows, 1).select("partition", "key", "offset"), frame(spark, rows, 1), FLAG)
-    assert flags(flagged) == {(0, 5): False, (0, 7): True, (1, 3): True, (1, 9): False}
+    found = keep_latest(frame(spark, rows, 1).select("partition", "key", "offset"), frame(spark, rows, 1), TOMBSTONE)
+    assert kept(found.rows) == [(0, 7, b"a", None), (1, 3, b"a", b"2"), (1, 9, None, b"3")]
+    assert found.counts() == (4, 1)
 
 
-def test_reads_that_do_not_match_fail_instead_of_flagging(spark: SparkSession) -> None:
+def test_reads_that_do_not_match_fail_instead_of_keeping_rows(spark: SparkSession) -> None:
     rows: list[Record] = [(0, o, b"k%d" % (o % 3), b"v") for o in range(20)]
     full = frame(spark, rows, 1)
     for narrow_rows in ([r for r in rows if r[1] != 7],                   # a row fewer
@@ -90,8 +94,8 @@ def test_reads_that_do_not_match_fail_instead_of_flagging(spark: SparkSession) -
                         [(1, o, k, v) for _, o, k, v in rows]):           # another partition
         narrow = frame(spark, narrow_rows, 1).select("partition", "key", "offset")
         with pytest.raises(Py4JJavaError, match="read for its winners"):
-            flag_latest(narrow, full, FLAG).collect()
+            keep_latest(narrow, full, TOMBSTONE).rows.collect()
     with pytest.raises(IllegalArgumentException, match="partition, key, offset"):
-        flag_latest(full.select("key", "partition", "offset"), full, FLAG)
+        keep_latest(full.select("key", "partition", "offset"), full, TOMBSTONE)
     with pytest.raises(IllegalArgumentException, match="hashBits"):
-        flag_latest(full.select("partition", "key", "offset"), full, FLAG, hash_bits=65)
+        keep_latest(full.select("partition", "key", "offset"), full, TOMBSTONE, hash_bits=65)

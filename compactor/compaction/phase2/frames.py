@@ -5,6 +5,8 @@ set the job session for its jobs)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compactor.compaction.context import KEY_TABLE, WINDOW, RunContext
@@ -12,10 +14,12 @@ from compactor.compaction.execution import read_range, read_table
 from compactor.compaction.phase1.latest import NARROW_COLUMNS
 from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import rows
-from compactor.spark.udf import flag_latest
+from compactor.compaction.phase2.outcome import RangeFigures
+from compactor.spark.internals import observed_metrics
+from compactor.spark.udf import keep_latest
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Observation
+    from pyspark.sql import DataFrame
 
 
 def view_at_cursor(run: RunContext) -> DataFrame:
@@ -52,26 +56,41 @@ def _masks(run: RunContext, winners: Winners) -> DataFrame:
     return rows.mask_rows(_scratch(run))
 
 
-def kept_range_rows(run: RunContext, winners: Winners, read: Observation) -> DataFrame:
+@dataclass(frozen=True)
+class KeptRows:
+    """The new range's rows the view keeps, and the raw records of the range as the job that reads them counts them
+    (``figures``: call it once that job has run)."""
+
+    rows: DataFrame
+    figures: Callable[[], RangeFigures]
+
+
+def kept_range_rows(run: RunContext, winners: Winners) -> KeptRows:
     """The new range's rows the view keeps (``rows.new_view_rows``; ``rows.latest_range_rows`` when the plan finds
-    the winners in the range's own rows; ``rows.flagged_range_rows`` when a hash table of the range's keys per task
-    finds them); the raw rows read are counted in ``read`` (``rows.range_stats_columns``)."""
+    the winners in the range's own rows; ``rows.key_table_range_rows`` when a hash table of the range's keys per
+    task finds them), with the range's records and tombstones as the job reading them counts them
+    (``rows.range_stats_columns``, or the key table's own count)."""
+    from pyspark.sql import Observation
+
     plan = run.plan
     way = run.append_winners
     range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
-    if way == KEY_TABLE:
-        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout).select(*NARROW_COLUMNS)
-        range_rows = flag_latest(narrow, range_rows, rows.LATEST)
-    range_rows = range_rows.observe(read, *rows.range_stats_columns())
     retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
     if way == KEY_TABLE:
-        return rows.flagged_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
-                                       delete_retention_ms=retention)
+        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout).select(*NARROW_COLUMNS)
+        found = keep_latest(narrow, rows.with_tombstone_flag(range_rows), rows.TOMBSTONE_FLAG)
+        return KeptRows(rows.key_table_range_rows(found.rows, retain_null_keys=retain, now_ms=plan.now_ms,
+                                                  delete_retention_ms=retention),
+                        lambda: RangeFigures(*found.counts()))
+    read = Observation(f"range_{run.run_id}")
+    range_rows = range_rows.observe(read, *rows.range_stats_columns())
     if way == WINDOW:
-        return rows.latest_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
+        kept = rows.latest_range_rows(range_rows, retain_null_keys=retain, now_ms=plan.now_ms,
                                       delete_retention_ms=retention)
-    return rows.new_view_rows(range_rows, _masks(run, winners), retain_null_keys=retain, now_ms=plan.now_ms,
-                              delete_retention_ms=retention)
+    else:
+        kept = rows.new_view_rows(range_rows, _masks(run, winners), retain_null_keys=retain, now_ms=plan.now_ms,
+                                  delete_retention_ms=retention)
+    return KeptRows(kept, lambda: RangeFigures.from_metrics(observed_metrics(read)))
 
 
 def classified_view(run: RunContext, winners: Winners | None, *, with_positions: bool = False) -> DataFrame:

@@ -99,11 +99,12 @@ def _append_pass(run: RunContext, winners: Winners,
     from pyspark.sql import Observation
 
     started = time.monotonic()
-    read, kept = Observation(f"range_{run.run_id}"), Observation(f"kept_{run.run_id}")
+    kept = Observation(f"kept_{run.run_id}")
     try:  # whatever happens, the delete pass must not wait for ever
         run.progress.phase("phase 2 appends", "writing the kept rows of the new range",
                            records=run.plan.records_in_range, winners=run.append_winners)
-        new_rows = frames.kept_range_rows(run, winners, read).observe(kept, *rows.view_stats_columns(""))
+        new = frames.kept_range_rows(run, winners)
+        new_rows = new.rows.observe(kept, *rows.view_stats_columns(""))
     finally:
         planned.set()
     with job_description(run.spark, f"compactor {run.name}: phase 2 (append the kept rows)"):
@@ -111,4 +112,4 @@ def _append_pass(run: RunContext, winners: Winners,
     appended = ViewStats.from_metrics(observed_metrics(kept))
     ms = int((time.monotonic() - started) * 1000)
     run.progress.phase("phase 2 appends done", rows=appended.rows, data_files=len(data_files), ms=ms)
-    return appended, RangeFigures.from_metrics(observed_metrics(read)), data_files, ms
+    return appended, new.figures(), data_files, ms

@@ -32,16 +32,16 @@ def write_rewrite(run: RunContext, winners: Winners | None,
     started = time.monotonic()
     run.progress.phase("phase 2 rewrite", f"rewriting the compacted view ({plan.rewrite_reason})",
                        records=plan.records_in_range, view_rows=plan.view.rows)
-    kept_old, read, kept_new = (Observation(f"{what}_{run.run_id}") for what in ("survivors", "range", "kept"))
+    kept_old, kept_new = (Observation(f"{what}_{run.run_id}") for what in ("survivors", "kept"))
     view = frames.surviving_view_rows(run, winners).observe(kept_old, *rows.view_stats_columns(""))
-    if winners is not None:
-        new = frames.kept_range_rows(run, winners, read)
-        view = view.unionByName(new.observe(kept_new, *rows.view_stats_columns("")))
+    new = frames.kept_range_rows(run, winners) if winners is not None else None
+    if new is not None:
+        view = view.unionByName(new.rows.observe(kept_new, *rows.view_stats_columns("")))
     with job_description(run.spark, f"compactor {run.name}: phase 2 (rewrite the view)"):
         view.sortWithinPartitions(PARTITION, OFFSET).writeTo(run.stage_table).overwrite(F.lit(True))
     ms = int((time.monotonic() - started) * 1000)
-    appended = ViewStats.from_metrics(observed_metrics(kept_new)) if plan.ranges else ViewStats()
-    figures = RangeFigures.from_metrics(observed_metrics(read)) if plan.ranges else RangeFigures()
+    appended = ViewStats.from_metrics(observed_metrics(kept_new)) if new is not None else ViewStats()
+    figures = new.figures() if new is not None else RangeFigures()
     result = Phase2Result(ViewStats.from_metrics(observed_metrics(kept_old)), appended, figures, (), trims,
                           {"rewrite_ms": ms})
     run.progress.phase("phase 2 rewrite done", rows=result.survivors.rows + result.appended.rows, ms=ms)

@@ -8,8 +8,8 @@ commits nothing (``tests/test_layering.py`` checks that it imports no I/O).
   join on ``(partition, offset >> 6)`` whose build side is about one byte per record of the partition's range);
   neither side is sorted and full rows are never shuffled; only the kept rows are sorted by offset for writing.
   ``latest_range_rows``: the same rows of a small range, each key's latest found in the range's own rows (a
-  window per key, sorted within each task, never shuffled). ``flagged_range_rows``: the same rows, from the
-  range's rows flagged by a hash table of its keys per task.
+  window per key, sorted within each task, never shuffled). ``key_table_range_rows``: the same rows, from
+  those a hash table of the range's keys per task passed on.
 * ``classify_view`` / ``surviving_rows``: the compacted rows a run removes, and their complement, from the
   winning keys (a join on ``(partition, key)``), the stored delete horizons, the null-key setting and a
   retention trim. One rule set serves the incremental pass, the rewrite and the trim.
@@ -40,7 +40,7 @@ from compactor.schema import (
 from compactor.topics.record_rules import spark_record_bytes
 
 SUPERSEDED = "__compactor_superseded"
-LATEST = "__compactor_latest"  # a raw row's flag: its key's latest in the range (``flagged_range_rows``)
+TOMBSTONE_FLAG = "__compactor_tombstone"  # a raw row's flag: a tombstone (``with_tombstone_flag``)
 DOOMED = "__compactor_doomed"
 TRIMMED = "__compactor_trimmed"
 
@@ -113,12 +113,18 @@ def latest_range_rows(range_rows: DataFrame, *, retain_null_keys: bool, now_ms: 
                  delete_retention_ms=delete_retention_ms)
 
 
-def flagged_range_rows(range_rows: DataFrame, *, retain_null_keys: bool, now_ms: int,
-                       delete_retention_ms: int) -> DataFrame:
-    """The range's rows that the compacted view keeps, as ``new_view_rows`` keeps them, from the range's rows each
-    flagged in the column ``LATEST`` with whether it is its key's latest record (``spark.udf.flag_latest``, which
-    finds them in a hash table of the keys per task)."""
-    return _kept(range_rows, f"`{LATEST}`", retain_null_keys=retain_null_keys, now_ms=now_ms,
+def with_tombstone_flag(range_rows: DataFrame) -> DataFrame:
+    """The range's rows with a column ``TOMBSTONE_FLAG``: whether each is a tombstone (for a pass that counts the
+    range's tombstones itself, as ``range_stats_columns`` counts them)."""
+    return range_rows.withColumn(TOMBSTONE_FLAG, is_tombstone())
+
+
+def key_table_range_rows(range_rows: DataFrame, *, retain_null_keys: bool, now_ms: int,
+                         delete_retention_ms: int) -> DataFrame:
+    """The range's rows that the compacted view keeps, as ``new_view_rows`` keeps them, from the rows a hash table
+    of the range's keys per task passed on (``spark.udf.keep_latest``): each keyed row its key's latest record, and
+    the keyless ones."""
+    return _kept(range_rows, f"`{KEY}` IS NOT NULL", retain_null_keys=retain_null_keys, now_ms=now_ms,
                  delete_retention_ms=delete_retention_ms)
 
 
@@ -223,7 +229,8 @@ def view_stats_columns(prefix: str, condition: Column | None = None, *, minimums
 
 
 def range_stats_columns() -> list[Column]:
-    """Aggregates describing the raw records read: how many (a density check) and how many tombstones.
+    """Aggregates describing the raw records read: how many (a density check) and how many tombstones (the key
+    table counts both itself, the tombstones by ``with_tombstone_flag``).
 
     Their bytes are known from metadata (cumulative logical bytes), so no per-row size is computed here.
     """

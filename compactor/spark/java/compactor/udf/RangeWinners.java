@@ -6,6 +6,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 
 import org.apache.spark.TaskContext;
 import org.apache.spark.rdd.RDD;
@@ -13,14 +14,12 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.XXH64;
-import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
+import org.apache.spark.util.LongAccumulator;
 
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
@@ -37,7 +36,9 @@ import scala.runtime.AbstractFunction2;
  * full rows. Each task first reads its narrow rows into a hash table of the exact key bytes (an open-addressing
  * table of 64-bit hashes and references into an arena of the keys, each with its highest offset; a hash match is
  * confirmed on the key's bytes, so a collision never merges two keys), then turns the keys' offsets into one bit per
- * offset of the range, then streams its full rows with a column appended: whether the row is its key's latest.
+ * offset of the range, then streams its full rows and passes on those the view can keep: each key's latest, and the
+ * keyless ones (the caller's rules decide on tombstones and keyless rows). It counts the rows it reads and those the
+ * caller flagged as tombstones, for the run's statistics.
  * Compared with Spark's aggregation of {@code (partition, key) -> max(offset)} and the join of offset masks, no
  * grouping row is built or copied per record and a hit touches one slot and one arena record.
  *
@@ -45,7 +46,7 @@ import scala.runtime.AbstractFunction2;
  * the key a record, so the caller bounds the records per partition (as for its other in-memory key tables). The two
  * reads are checked against each other: a full row of a partition or an offset the narrow rows did not cover, or
  * other rows of a partition (its row count or the sum of a hash of its offsets differs), fails the task rather than
- * flag a row wrongly.
+ * keep or drop a row wrongly.
  *
  * <p>The result is a DataFrame over the zipped reads ({@code SparkSession.internalCreateDataFrame}, Spark's own
  * way to give a DataFrame an RDD of its internal rows: this class is the project's one use of it).
@@ -55,13 +56,15 @@ public final class RangeWinners {
     }
 
     /**
-     * {@code full}'s rows with a boolean column {@code flag} appended: true for each keyed row that is its key's
-     * latest in the range, from {@code narrow}'s rows (columns {@code partition, key, offset}, in that order) of the
-     * same task. {@code full} must have {@code partition}, {@code key} and {@code offset} columns. {@code hashBits}
-     * keeps that many low bits of each key's 64-bit hash (64 but in tests, which make keys collide with fewer).
+     * The rows of {@code full} that the compacted view can keep: each keyed row that is its key's latest in the
+     * range, found from {@code narrow}'s rows (columns {@code partition, key, offset}, in that order) of the same
+     * task, and every keyless row (the caller's rules decide on those). {@code full} must have {@code partition},
+     * {@code key} and {@code offset} columns and the boolean column {@code tombstone}, which the caller computes by
+     * its own rule; the result counts the rows read and those flagged there. {@code hashBits} keeps that many low
+     * bits of each key's 64-bit hash (64 but in tests, which make keys collide with fewer).
      */
-    public static Dataset<Row> flagged(final Dataset<Row> narrow, final Dataset<Row> full, final String flag,
-                                       final int hashBits) {
+    public static Result keep(final Dataset<Row> narrow, final Dataset<Row> full, final String tombstone,
+                              final int hashBits) {
         if (hashBits < 0 || hashBits > 64) {
             throw new IllegalArgumentException("hashBits must be within 0..64, not " + hashBits);
         }
@@ -70,14 +73,46 @@ public final class RangeWinners {
                     + Arrays.toString(narrow.schema().fieldNames()));
         }
         final StructType schema = full.schema();
-        final int[] columns = {schema.fieldIndex("partition"), schema.fieldIndex("key"), schema.fieldIndex("offset")};
+        final int[] columns = {schema.fieldIndex("partition"), schema.fieldIndex("key"), schema.fieldIndex("offset"),
+                               schema.fieldIndex(tombstone)};
+        final SparkSession session = full.sparkSession();
+        final LongAccumulator records = session.sparkContext().longAccumulator("compactor: range records");
+        final LongAccumulator tombstones = session.sparkContext().longAccumulator("compactor: range tombstones");
         final RDD<InternalRow> keys = narrow.queryExecution().toRdd();
         final RDD<InternalRow> rows = full.queryExecution().toRdd();
         final ClassTag<InternalRow> tag = ClassTag$.MODULE$.apply(InternalRow.class);
         final long hashMask = hashBits == 64 ? -1L : (1L << hashBits) - 1;
-        final RDD<InternalRow> zipped = keys.zipPartitions(rows, false, new Zip(columns, hashMask), tag, tag);
-        final SparkSession session = full.sparkSession();
-        return session.internalCreateDataFrame(zipped, schema.add(flag, DataTypes.BooleanType, false), false);
+        final RDD<InternalRow> zipped = keys.zipPartitions(rows, false,
+                new Zip(columns, hashMask, records, tombstones), tag, tag);
+        return new Result(session.internalCreateDataFrame(zipped, schema, false), records, tombstones);
+    }
+
+    /** What {@link #keep} returns: the rows, and the counts of the range's rows that the job reading them fills. */
+    public static final class Result {
+        private final Dataset<Row> rows;
+        private final LongAccumulator records;
+        private final LongAccumulator tombstones;
+
+        Result(final Dataset<Row> rows, final LongAccumulator records, final LongAccumulator tombstones) {
+            this.rows = rows;
+            this.records = records;
+            this.tombstones = tombstones;
+        }
+
+        /** The rows the view can keep, in {@code full}'s columns. */
+        public Dataset<Row> rows() {
+            return rows;
+        }
+
+        /** The range's rows read, once a job has read {@link #rows}. */
+        public long records() {
+            return records.value();
+        }
+
+        /** The range's rows flagged as tombstones, once a job has read {@link #rows}. */
+        public long tombstones() {
+            return tombstones.value();
+        }
     }
 
     /** An offset's 64-bit mix (SplitMix64's finaliser): sums of mixes tell two reads' offsets apart. */
@@ -94,10 +129,15 @@ public final class RangeWinners {
         private static final long serialVersionUID = 1L;
         private final int[] columns;
         private final long hashMask;
+        private final LongAccumulator records;
+        private final LongAccumulator tombstones;
 
-        Zip(final int[] columns, final long hashMask) {
+        Zip(final int[] columns, final long hashMask, final LongAccumulator records,
+            final LongAccumulator tombstones) {
             this.columns = columns.clone();
             this.hashMask = hashMask;
+            this.records = records;
+            this.tombstones = tombstones;
         }
 
         @Override
@@ -106,7 +146,7 @@ public final class RangeWinners {
             while (narrow.hasNext()) {
                 table.add(narrow.next());
             }
-            return new Flagged(full, table.masks(), columns);
+            return new Kept(full, table.masks(), columns, records, tombstones);
         }
     }
 
@@ -302,45 +342,64 @@ public final class RangeWinners {
         }
     }
 
-    /** The full rows, each joined with its flag; checked against the narrow rows' partitions, offsets and counts. */
-    private static final class Flagged extends AbstractIterator<InternalRow> {
-        private static final InternalRow LATEST = new GenericInternalRow(new Object[] {true});
-        private static final InternalRow NOT_LATEST = new GenericInternalRow(new Object[] {false});
+    /**
+     * The full rows the view can keep (keyed latest ones, and keyless ones), counted and checked against the narrow
+     * rows' partitions, offsets and counts as they pass.
+     */
+    private static final class Kept extends AbstractIterator<InternalRow> {
         private final Iterator<InternalRow> rows;
         private final Map<Integer, Masks> masks;
         private final int partitionColumn;
         private final int keyColumn;
         private final int offsetColumn;
-        private final JoinedRow joined = new JoinedRow();
+        private final int tombstoneColumn;
+        private final LongAccumulator records;
+        private final LongAccumulator tombstones;
+        private long seen;
+        private long seenTombstones;
         private int lastPartition = Integer.MIN_VALUE;
         private Masks last;
+        private InternalRow next;
+        private boolean done;
 
-        Flagged(final Iterator<InternalRow> rows, final Map<Integer, Masks> masks, final int[] columns) {
+        Kept(final Iterator<InternalRow> rows, final Map<Integer, Masks> masks, final int[] columns,
+             final LongAccumulator records, final LongAccumulator tombstones) {
             this.rows = rows;
             this.masks = masks;
             this.partitionColumn = columns[0];
             this.keyColumn = columns[1];
             this.offsetColumn = columns[2];
+            this.tombstoneColumn = columns[3];
+            this.records = records;
+            this.tombstones = tombstones;
         }
 
         @Override
         public boolean hasNext() {
-            if (rows.hasNext()) {
-                return true;
-            }
-            for (final Map.Entry<Integer, Masks> entry : masks.entrySet()) {
-                final Masks held = entry.getValue();
-                if (held.seen != held.rows || held.seenDigest != held.digest) {
-                    throw new IllegalStateException("partition " + entry.getKey() + ": the rows read are not "
-                            + "those read for its winners (" + held.seen + " rows against " + held.rows + ")");
+            while (next == null && !done) {
+                if (!rows.hasNext()) {
+                    finish();
+                } else {
+                    final InternalRow row = rows.next();
+                    if (kept(row)) {
+                        next = row;
+                    }
                 }
             }
-            return false;
+            return next != null;
         }
 
         @Override
         public InternalRow next() {
-            final InternalRow row = rows.next();
+            if (!hasNext()) {
+                throw new NoSuchElementException();
+            }
+            final InternalRow out = next;
+            next = null;
+            return out;
+        }
+
+        private boolean kept(final InternalRow row) {
             final int partition = row.getInt(partitionColumn);
             if (partition != lastPartition || last == null) {
                 last = masks.get(partition);
@@ -353,8 +412,24 @@ public final class RangeWinners {
             final long offset = row.getLong(offsetColumn);
             last.seen++;
             last.seenDigest += mix(offset);
-            final boolean latest = !row.isNullAt(keyColumn) && last.latest(offset);
-            return joined.apply(row, latest ? LATEST : NOT_LATEST);
+            seen++;
+            if (row.getBoolean(tombstoneColumn)) {
+                seenTombstones++;
+            }
+            return row.isNullAt(keyColumn) || last.latest(offset);
+        }
+
+        private void finish() {
+            done = true;
+            for (final Map.Entry<Integer, Masks> entry : masks.entrySet()) {
+                final Masks held = entry.getValue();
+                if (held.seen != held.rows || held.seenDigest != held.digest) {
+                    throw new IllegalStateException("partition " + entry.getKey() + ": the rows read are not "
+                            + "those read for its winners (" + held.seen + " rows against " + held.rows + ")");
+                }
+            }
+            records.add(seen);
+            tombstones.add(seenTombstones);
         }
     }
 }
