@@ -31,7 +31,7 @@ import scala.runtime.AbstractFunction2;
  * Phase 1 and the append pass's winner test in one task: each key's latest record among a range's rows, found
  * without Spark's hash aggregation.
  *
- * <p>{@link #flagged} takes two reads of the same raw range, grouped alike (the partitioned layout: one task per
+ * <p>{@link #keep} takes two reads of the same raw range, grouped alike (the partitioned layout: one task per
  * topic partition, the same files in the same order): its narrow columns ({@code partition, key, offset}) and its
  * full rows. Each task first reads its narrow rows into a hash table of the exact key bytes (an open-addressing
  * table of 64-bit hashes and references into an arena of the keys, each with its highest offset; a hash match is
