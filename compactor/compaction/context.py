@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compactor.compaction.execution import Layout
+from compactor.compaction.execution import KEY_TABLE_RECORD_BYTES, Layout
 from compactor.compaction.plan import CompactionPlan
 from compactor.progress import Progress
 from compactor.topics.naming import TopicName, spark_quoted
@@ -39,6 +39,7 @@ class RunContext:
     view: Table                     # the compacted table as pinned (its location, schema, properties and IO)
     progress: Progress
     raw_timestamps: tuple[int, int] | None = None  # bounds (µs) of the range files' timestamps, if all known
+    task_memory: int | None = None  # the execution memory a task may count on (bytes), when the plan may use it
 
     @property
     def view_location(self) -> str:
@@ -63,14 +64,23 @@ class RunContext:
     @property
     def append_winners(self) -> str:
         """How the append pass tells each key's latest record of the range (its progress reports it): ``window``
-        (among the rows it reads, ``plan.winners_in_window``), ``key table`` (flagged from a hash table of the
-        range's keys per task, ``plan.winners_in_key_table``) or ``masks`` (joined with phase 1's offset masks,
-        inline or from the scratch table). The first two need the winners inline."""
+        (among the rows it reads, ``plan.winners_in_window``), ``key table`` (from a hash table of the range's keys
+        per task, ``plan.winners_in_key_table``, while it fits a task's memory) or ``masks`` (joined with phase 1's
+        offset masks, inline or from the scratch table). The first two need the winners inline."""
         if self.winners_inline and self.plan.winners_in_window:
             return WINDOW
-        if self.winners_inline and self.plan.winners_in_key_table:
+        if self.winners_inline and self.plan.winners_in_key_table and self.key_table_fits:
             return KEY_TABLE
         return MASKS
+
+    @property
+    def key_table_fits(self) -> bool:
+        """Whether a task's key table fits the execution memory a task may count on (``task_memory``): the records
+        a task reads (a partition's range, or the whole range when each pass is read in one task) at
+        ``KEY_TABLE_RECORD_BYTES`` each. Past it the masks, which Spark aggregates and can spill, take over."""
+        plan = self.plan
+        records = plan.records_in_range if self.layout.one_task else max(plan.range_records.values(), default=0)
+        return self.task_memory is not None and records * KEY_TABLE_RECORD_BYTES <= self.task_memory
 
     @property
     def raw_table(self) -> str:

@@ -77,6 +77,13 @@ GROUPED_SCANS = "spark.sql.iceberg.planning.preserve-data-grouping"
 PARTIAL_CLUSTERING = "spark.sql.sources.v2.bucketing.partiallyClusteredDistribution.enabled"
 
 
+# What a task's key table (``compactor.udf.RangeWinners``) may take per record it reads, at most: a slot of 16 bytes
+# at a load between 3/8 and 3/4, and an arena record of 16 bytes and the key padded to 8, for keys up to about 64
+# bytes.
+# A run uses the table only while its tasks' records fit the execution memory a task may count on at this rate.
+KEY_TABLE_RECORD_BYTES = 128
+
+
 @dataclass(frozen=True)
 class Layout:
     """How the run's tasks are laid out (see the module docstring)."""

@@ -27,6 +27,7 @@ from compactor.iceberg.catalog import translate_storage_errors
 from compactor.iceberg.expressions import ranges
 from compactor.progress import Progress
 from compactor.spark.catalog import register_table_storage
+from compactor.spark.udf import task_memory_bytes
 from compactor.topics.settings import TopicSettings
 from compactor.topics.state import PartitionOffsets
 from compactor.topics.strategy import TIMESTAMP_STRATEGY
@@ -103,8 +104,9 @@ def open_run(lake: Lake, topic: Topic, plan: CompactionPlan, view_table: Table, 
                        view_location=view_table.metadata.location, view_io=view_table.io)
     with translate_storage_errors(f"creating the staging branch of {name}"):
         create_stage_branch(catalog, name.compacted_identifier, stage, base, previous)
+    memory = task_memory_bytes(spark) if plan.winners_in_key_table else None  # the key table's bound
     return RunContext(name, plan, spark, chosen, lake.config.catalog_name, run_id, stage,
-                      scratch_identifier(name, plan.now_ms, run_id), view_table, progress, raw_timestamps)
+                      scratch_identifier(name, plan.now_ms, run_id), view_table, progress, raw_timestamps, memory)
 
 
 def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,

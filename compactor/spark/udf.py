@@ -127,6 +127,13 @@ def keep_latest(narrow: DataFrame, full: DataFrame, tombstone: str, *, hash_bits
     return LatestRows(SparkDataFrame(result.rows(), full.sparkSession), result)
 
 
+def task_memory_bytes(spark: SparkSession) -> int:
+    """The execution memory a task may count on: Spark's unified memory of the smallest executor divided among its
+    task slots (in local mode the driver's among all of them); 0 while no executor has registered
+    (``compactor.udf.RangeWinners.taskMemory``)."""
+    return int(_functions("RangeWinners").taskMemory(internals.java_session(spark)))
+
+
 def _iceberg_table(rows: DataFrame, table: str) -> Any:
     """The JVM Iceberg ``Table`` that ``rows``' session's catalog names ``table``."""
     return internals.java_class("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
@@ -164,4 +171,4 @@ def headers_type() -> str:
 
 
 __all__ = ["TASK_OFFSET_SKIP", "LatestRows", "headers_type", "keep_latest", "murmur2_partition", "parse_file_line",
-           "register_functions", "task_offset", "topic_counts", "topic_files", "view_files"]
+           "register_functions", "task_memory_bytes", "task_offset", "topic_counts", "topic_files", "view_files"]

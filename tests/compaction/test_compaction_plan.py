@@ -176,6 +176,32 @@ def test_inline_ranges_past_the_windows_limits_find_their_winners_in_a_key_table
     assert not plan(None, offsets((over,)), (over,), settings=by_time).winners_in_key_table
 
 
+def test_the_key_table_is_taken_only_while_a_tasks_records_fit_its_memory() -> None:
+    """``RunContext.key_table_fits``: the records one task reads (a partition's range, or every partition's in a
+    one-task layout) at ``KEY_TABLE_RECORD_BYTES`` each, against the memory a task may count on; none known, no
+    table."""
+    from typing import Any, cast
+
+    from compactor.compaction.context import KEY_TABLE, MASKS, RunContext
+    from compactor.compaction.execution import KEY_TABLE_RECORD_BYTES, PARTITIONED, Layout
+    from compactor.compaction.plan import WINDOW_WINNERS_LIMIT
+
+    ranges = (WINDOW_WINNERS_LIMIT, WINDOW_WINNERS_LIMIT // 2)
+    first = plan(None, offsets(ranges), ranges)
+    assert first.winners_in_key_table
+
+    def run(memory: int | None, *, one_task: bool = False) -> RunContext:
+        none = cast(Any, None)
+        return RunContext(none, first, none, Layout(PARTITIONED, 2, one_task=one_task), "c", "r", "s", "x", none,
+                          none, None, memory)
+
+    partition, whole = ranges[0] * KEY_TABLE_RECORD_BYTES, sum(ranges) * KEY_TABLE_RECORD_BYTES
+    assert run(partition).append_winners == KEY_TABLE and run(partition - 1).append_winners == MASKS
+    assert run(whole, one_task=True).append_winners == KEY_TABLE
+    assert run(whole - 1, one_task=True).append_winners == MASKS
+    assert run(None).append_winners == MASKS
+
+
 def test_a_run_that_can_go_inline_stays_partitioned_unless_slicing_saves_more_than_the_scratch_table() -> None:
     """Issue 34: sliced, a run needs a scratch table that a partitioned one does without (``SCRATCH_WORK``): the
     standard workload's incremental run on 1 partition (50,000 records, 1.84M view rows at a quarter each) stays

@@ -227,3 +227,37 @@ def test_the_key_table_keeps_what_the_masks_keep_in_first_incremental_and_rewrit
     assert modes["k.table"] == modes["k.masks"] == ["first", "incremental", "rewrite"], modes
     assert compacted_rows(lake, "k.table") == compacted_rows(lake, "k.masks")
     assert view(lake, "k.table") == view(lake, "k.masks")
+
+
+def test_a_range_whose_key_table_would_not_fit_a_tasks_memory_joins_the_masks(
+        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key table lives outside Spark's memory accounting, so a run takes it only while its tasks' records fit
+    the execution memory a task may count on (``RunContext.key_table_fits``, ``spark.udf.task_memory_bytes``): with
+    the test session's memory the run takes it; where a task may count on 1 byte, a run of the same records joins
+    Spark's masks instead, with the same view."""
+    from compactor.compaction import start
+    from compactor.spark import internals
+    from compactor.spark.udf import task_memory_bytes
+    from tests.compaction.test_compaction_layouts import compact, fill
+
+    memory = task_memory_bytes(spark)
+    heap = internals.jvm(spark).java.lang.Runtime.getRuntime().maxMemory()
+    assert 0 < memory < heap, (memory, heap)
+    monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    ways: list[str] = []
+    real_open = start.open_run
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        run = real_open(*args, **kwargs)
+        ways.append(run.append_winners)
+        return run
+
+    monkeypatch.setattr(job, "open_run", spy)
+    for name in ("m.table", "m.masks"):
+        if name == "m.masks":
+            monkeypatch.setattr(start, "task_memory_bytes", lambda _spark: 1)
+        lake.create_topic(name, partitions=2, config={"cleanup.policy": "compact"})
+        fill(lake, name, seed=9, partitions=2)
+        compact(lake, spark, name, 5_000)
+    assert ways == ["key table", "masks"], ways
+    assert compacted_rows(lake, "m.masks") == compacted_rows(lake, "m.table")

@@ -8,6 +8,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
@@ -25,6 +27,7 @@ import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
+import scala.Tuple2;
 import scala.runtime.AbstractFunction2;
 
 /**
@@ -43,7 +46,8 @@ import scala.runtime.AbstractFunction2;
  * grouping row is built or copied per record and a hit touches one slot and one arena record.
  *
  * <p>The table lives in the task's heap, outside Spark's memory manager: about 16 bytes a slot and 16 bytes plus
- * the key a record, so the caller bounds the records per partition (as for its other in-memory key tables). The two
+ * the key a record, so the caller bounds the records a task reads by the memory a task may count on
+ * ({@link #taskMemory}). The two
  * reads are checked against each other: a full row of a partition or an offset the narrow rows did not cover, or
  * other rows of a partition (its row count or the sum of a hash of its offsets differs), fails the task rather than
  * keep or drop a row wrongly.
@@ -113,6 +117,33 @@ public final class RangeWinners {
         public long tombstones() {
             return tombstones.value();
         }
+    }
+
+    /**
+     * The execution memory a task may count on, in bytes: Spark's unified memory (its storage and execution pool)
+     * of the smallest executor, divided among that executor's share of the application's task slots; in local mode
+     * the driver's, among all of them. 0 while no executor has registered.
+     */
+    public static long taskMemory(final SparkSession session) {
+        final SparkContext context = session.sparkContext();
+        final scala.collection.Iterator<Tuple2<String, Tuple2<Object, Object>>> status =
+                context.getExecutorMemoryStatus().iterator();
+        final String driver = SparkEnv.get().blockManager().blockManagerId().hostPort();
+        final boolean local = context.isLocal();
+        long smallest = Long.MAX_VALUE;
+        int executors = 0;
+        while (status.hasNext()) {
+            final Tuple2<String, Tuple2<Object, Object>> entry = status.next();
+            if (local || !entry._1().equals(driver)) {
+                smallest = Math.min(smallest, (Long) entry._2()._1());
+                executors++;
+            }
+        }
+        if (executors == 0) {
+            return 0;
+        }
+        final int slots = Math.max(context.defaultParallelism(), 1);
+        return smallest / Math.max((slots + executors - 1) / executors, 1);
     }
 
     /** An offset's 64-bit mix (SplitMix64's finaliser): sums of mixes tell two reads' offsets apart. */
