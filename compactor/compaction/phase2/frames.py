@@ -77,8 +77,8 @@ def kept_range_rows(run: RunContext, winners: Winners) -> KeptRows:
     range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
     retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
     if way == KEY_TABLE:
-        narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout).select(*NARROW_COLUMNS)
-        found = keep_latest(narrow, rows.with_tombstone_flag(range_rows), rows.TOMBSTONE_FLAG)
+        found = keep_latest(range_rows.select(*NARROW_COLUMNS), rows.with_tombstone_flag(range_rows),
+                            rows.TOMBSTONE_FLAG)
         return KeptRows(rows.key_table_range_rows(found.rows, retain_null_keys=retain, now_ms=plan.now_ms,
                                                   delete_retention_ms=retention),
                         lambda: RangeFigures(*found.counts()))
