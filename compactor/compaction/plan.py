@@ -27,7 +27,7 @@ HASH_KEYS_LIMIT = 2_000_000
 # phase 2's queries find the winners themselves (``phase1.winners``), each reading the range's narrow columns again.
 INLINE_WINNERS_LIMIT = 1_000_000
 # Up to this many records, an incremental run with inline winners finds them in the rows it appends from (a window
-# over the range's full rows, sorted by key within each task) instead of flagging them from a hash table of the keys
+# over the range's full rows, sorted by key within each task) instead of finding them in a hash table of the keys
 # (``compactor.udf.RangeWinners``), which reads the range's narrow columns a second time: a scan fewer to plan and
 # run, for a sort of rows that are few. Measured at 200,000 records (+1% of a 200,000-record topic's 4 or 1
 # partitions), the window 0.47 and 0.43 s against the table's 0.53 and 0.49 s; at 50,000 of 5,000,000 a tie.
@@ -111,7 +111,7 @@ class CompactionPlan:
     @property
     def winners_in_window(self) -> bool:
         """Whether the append pass finds the range's winners among the rows it reads (``rows.latest_range_rows``)
-        instead of flagging them from a hash table of the keys (``winners_in_key_table``) or joining phase 1's
+        instead of finding them in a hash table of the keys (``winners_in_key_table``) or joining phase 1's
         masks: a small range under ``offset`` (``WINDOW_WINNERS_LIMIT``; a first run's by its partitions' ranges,
         ``FIRST_RUN_WINDOW_LIMIT``)."""
         if not self.small_range:

@@ -118,8 +118,9 @@ def keep_latest(narrow: DataFrame, full: DataFrame, tombstone: str, *, hash_bits
     view can keep: each keyed row that is its key's latest in the range, and every keyless row
     (``compactor.udf.RangeWinners``). ``narrow`` is the same range's ``partition, key, offset``; both are read in
     the same grouping (the partitioned layout), and each task holds its keys in a hash table of its own heap, so the
-    caller bounds a partition's records (``plan.HASH_KEYS_LIMIT``). Mismatched reads fail the job. ``hash_bits``
-    below 64 makes keys' hashes collide, for tests of the confirmation on the key's bytes."""
+    caller bounds the records a task reads (``plan.HASH_KEYS_LIMIT``, and ``task_memory_bytes``). Mismatched reads
+    fail the job. ``hash_bits`` below 64 makes keys' hashes collide, for tests of the confirmation on the key's
+    bytes."""
     from pyspark.sql import DataFrame as SparkDataFrame
 
     result = _functions("RangeWinners").keep(internals.java_frame(narrow), internals.java_frame(full), tombstone,

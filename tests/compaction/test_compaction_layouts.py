@@ -176,11 +176,11 @@ def test_phase_1_groups_each_partitions_keys_in_one_hash_table(spark: SparkSessi
     assert len(grouped) == 2 and not any("partial_" in line for line in grouped), phase2  # keys, then mask words
 
 
-def test_a_first_run_over_the_windows_limit_flags_its_winners_in_a_key_table_per_task(
+def test_a_first_run_over_the_windows_limit_finds_its_winners_in_a_key_table_per_task(
         spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     """A first run whose winners go inline past the window's limit (``plan.winners_in_key_table``): a task per
-    partition reads the range's narrow columns into a hash table of its keys, then its full rows, flagged
-    (``compactor.udf.RangeWinners``): no aggregation, no join, no exchange in the append pass's plan."""
+    partition reads the range's narrow columns into a hash table of its keys, then passes on the full rows the view
+    keeps (``compactor.udf.RangeWinners``): no aggregation, no join, no exchange in the append pass's plan."""
     phase2 = _inline_first_run_plan(spark, lake, monkeypatch, "l.k", seed=6)
     assert "ExistingRDD" in phase2 and "Aggregate" not in phase2 and "Join" not in phase2, phase2
 

@@ -154,7 +154,7 @@ def test_small_ranges_under_offset_and_first_runs_hand_their_winners_inline() ->
 def test_inline_ranges_past_the_windows_limits_find_their_winners_in_a_key_table_while_it_fits_a_task() -> None:
     """Issue 34: an inline run's append pass finds the winners in a window over the rows it reads while the range is
     small (an incremental run's up to ``WINDOW_WINNERS_LIMIT`` records, a first run's up to
-    ``FIRST_RUN_WINDOW_LIMIT`` in each partition); past that it flags them from a hash table of the range's keys per
+    ``FIRST_RUN_WINDOW_LIMIT`` in each partition); past that it finds them in a hash table of the range's keys per
     task (``compactor.udf.RangeWinners``) while each partition's range stays within ``HASH_KEYS_LIMIT`` records (the
     table lives in a task's heap); larger ranges join Spark's masks, which spill."""
     from compactor.compaction.plan import FIRST_RUN_WINDOW_LIMIT, HASH_KEYS_LIMIT, WINDOW_WINNERS_LIMIT

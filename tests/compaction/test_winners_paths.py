@@ -2,7 +2,7 @@
 scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
 sliced layout keeps them in the run's scratch table. Inline, the append pass of a first run as of an incremental run
 finds them in the rows it reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over
-``WINDOW_WINNERS_LIMIT``, when a hash table of the range's keys per task flags them (``keytable``:
+``WINDOW_WINNERS_LIMIT``, when a hash table of the range's keys per task finds them (``keytable``:
 ``compactor.udf.RangeWinners``), or, past ``HASH_KEYS_LIMIT`` records in a partition, it joins the masks
 (``masks``). The tests' runs are small enough to read each pass in one task (``execution.ONE_TASK_WORK``);
 ``partitions`` is ``inline`` with a task per topic partition. Incremental = full (docs/guarantees.md#compaction) and
@@ -48,7 +48,7 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     seen: list[Way] = []
     real = winners.find_winners
     real_window = rows.latest_range_rows
-    real_flagged = rows.key_table_range_rows
+    real_key_table = rows.key_table_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
         seen.append(Way(run.winners_inline, run.plan.cursor is None, run.plan.winners_in_window))
@@ -61,15 +61,15 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         WINDOWS.append(True)
         return real_window(*args, **kwargs)
 
-    def flagged_spy(*args: Any, **kwargs: Any) -> Any:
+    def key_table_spy(*args: Any, **kwargs: Any) -> Any:
         KEY_TABLES.append(True)
-        return real_flagged(*args, **kwargs)
+        return real_key_table(*args, **kwargs)
 
     WINDOWS.clear()
     KEY_TABLES.clear()
     monkeypatch.setattr(job, "find_winners", spy)
     monkeypatch.setattr(rows, "latest_range_rows", window_spy)
-    monkeypatch.setattr(rows, "key_table_range_rows", flagged_spy)
+    monkeypatch.setattr(rows, "key_table_range_rows", key_table_spy)
     yield seen
 
 
@@ -196,18 +196,18 @@ def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command
 def test_the_key_table_keeps_what_the_masks_keep_in_first_incremental_and_rewrite_runs(
         spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, retain: bool) -> None:
     """Two topics with the same records, two partitions, each compacted by a first run, an incremental run and a
-    rewrite: one whose append passes flag their winners from the key table, one that joins phase 1's masks. Their
+    rewrite: one whose append passes find their winners in the key table, one that joins phase 1's masks. Their
     views hold the same rows, keyless ones included under ``compaction.null-key=retain``."""
     from tests.compaction.test_compaction_layouts import compact, fill
     from tests.helpers import view
 
     monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
     config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
-    real_flagged, flagged = rows.key_table_range_rows, []
+    real_key_table, key_tables = rows.key_table_range_rows, []
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        flagged.append(True)
-        return real_flagged(*args, **kwargs)
+        key_tables.append(True)
+        return real_key_table(*args, **kwargs)
 
     monkeypatch.setattr(rows, "key_table_range_rows", spy)
     modes: dict[str, list[str]] = {}
@@ -223,7 +223,7 @@ def test_the_key_table_keeps_what_the_masks_keep_in_first_incremental_and_rewrit
             result, _ = compact(lake, spark, name, now, force_rewrite=rewrite)
             runs.append(result.stats.mode)
         modes[name] = runs
-        assert len(flagged) == 3, flagged  # each run of the first topic, none of the second
+        assert len(key_tables) == 3, key_tables  # each run of the first topic, none of the second
     assert modes["k.table"] == modes["k.masks"] == ["first", "incremental", "rewrite"], modes
     assert compacted_rows(lake, "k.table") == compacted_rows(lake, "k.masks")
     assert view(lake, "k.table") == view(lake, "k.masks")
