@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from compactor.compaction.execution import KEY_TABLE_RECORD_BYTES, Layout
 from compactor.compaction.plan import CompactionPlan
+from compactor.compaction.scratch import scratch_location
 from compactor.progress import Progress
 from compactor.topics.naming import TopicName, spark_quoted
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # how the append pass finds the range's winners (``RunContext.append_winners``)
-WINDOW, KEY_TABLE, MASKS = "window", "key table", "masks"
+WINDOW, KEY_TABLE, SHARED_KEY_TABLES, MASKS = "window", "key table", "shared key tables", "masks"
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,41 @@ class RunContext:
     def append_winners(self) -> str:
         """How the append pass tells each key's latest record of the range (its progress reports it): ``window``
         (among the rows it reads, ``plan.winners_in_window``), ``key table`` (from a hash table of the range's keys
-        per task, ``plan.winners_in_key_table``, while it fits a task's memory) or ``masks`` (joined with phase 1's
-        offset masks, inline or from the scratch table). The first two need the winners inline."""
+        per task, ``plan.winners_in_key_table``, while it fits a task's memory), ``shared key tables`` (a sliced first
+        run: phase 1 found them in key tables that share each partition's keys among ``key_table_buckets`` tasks,
+        and wrote them as a bit per offset, ``shared_key_tables``) or ``masks`` (joined with phase 1's offset
+        masks, inline or from the scratch table). The first two need the winners inline."""
         if self.winners_inline and self.plan.winners_in_window:
             return WINDOW
         if self.winners_inline and self.plan.winners_in_key_table and self.key_table_fits:
             return KEY_TABLE
+        if self.shared_key_tables:
+            return SHARED_KEY_TABLES
         return MASKS
+
+    @property
+    def uses_scratch(self) -> bool:
+        """Whether phase 1 hands its winners to phase 2 through the scratch table (the run drops it at its end)."""
+        return bool(self.plan.ranges) and not self.winners_inline and self.append_winners != SHARED_KEY_TABLES
+
+    @property
+    def key_table_buckets(self) -> int:
+        """In how many tasks phase 1 shares each partition's keys under ``shared key tables``: enough for the
+        partitions with work to fill the task slots."""
+        busy = max(len(self.plan.ranges), 1)
+        return max(-(-self.layout.slots // busy), 1)
+
+    @property
+    def shared_key_tables(self) -> bool:
+        """Whether a sliced first run under ``offset`` finds its winners in key tables shared among
+        ``key_table_buckets`` tasks a partition (each reads the partition's narrow columns and holds the keys of one
+        bucket of their hashes) and writes them as bits for the append pass's slices, instead of aggregating them
+        into the scratch table: while a task's share of a partition's keys fits the memory a task may count on."""
+        plan = self.plan
+        if not (self.layout.sliced and plan.cursor is None and plan.small_range):
+            return False
+        records = -(-max(plan.range_records.values(), default=0) // self.key_table_buckets)
+        return self.task_memory is not None and records * KEY_TABLE_RECORD_BYTES <= self.task_memory
 
     @property
     def key_table_fits(self) -> bool:
@@ -81,6 +110,11 @@ class RunContext:
         plan = self.plan
         records = plan.records_in_range if self.layout.one_task else max(plan.range_records.values(), default=0)
         return self.task_memory is not None and records * KEY_TABLE_RECORD_BYTES <= self.task_memory
+
+    @property
+    def scratch_location(self) -> str:
+        """Where phase 1 keeps its files (its scratch table, or shared key tables' bits)."""
+        return scratch_location(self.view_location, self.plan.now_ms, self.run_id)
 
     @property
     def raw_table(self) -> str:

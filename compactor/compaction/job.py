@@ -35,7 +35,7 @@ from compactor.clock import resolve_now_ms
 from compactor.compaction.context import RunContext
 from compactor.compaction.execution import spark_commit_conflicts
 from compactor.compaction.lease import RunLease
-from compactor.compaction.phase1.winners import find_winners
+from compactor.compaction.phase1.winners import Winners, find_winners
 from compactor.compaction.phase2.outcome import Phase2Result
 from compactor.compaction.phase2.write import write_view
 from compactor.compaction.plan import CompactionPlan
@@ -46,6 +46,7 @@ from compactor.compaction.start import Pinned, open_run, pin, plan_run
 from compactor.compaction.triggers import assess
 from compactor.cursor import CompactionStats, Cursor, ViewStats
 from compactor.errors import CommitConflictError, TopicCorruptError
+from compactor.iceberg.storage import delete_uncommitted
 from compactor.metrics import compaction_metrics
 from compactor.progress import Listener, Progress
 from compactor.results import CompactOutcome
@@ -130,6 +131,7 @@ class TwoPhaseCompactor:
         """Phase 1, phase 2 and the publish of an open run; its scratch table and unpublished stage are dropped."""
         plan = run.plan
         published = False
+        winners: Winners | None = None
         try:
             with spark_commit_conflicts(f"writing the staging branch of {self.name}"):
                 winners = find_winners(run, self.lake.catalog) if plan.ranges else None
@@ -146,8 +148,10 @@ class TwoPhaseCompactor:
             published = True
             return self._published(plan, snapshot_id, cursor)
         finally:
-            if plan.ranges and not run.winners_inline:  # phase 1 made (or began to make) the scratch table
+            if run.uses_scratch:  # phase 1 made (or began to make) the scratch table
                 drop_scratch(self.lake.catalog, self.lake.config, run.scratch)
+            if winners is not None and winners.inline is not None and winners.inline.shared is not None:
+                delete_uncommitted(run.view_io, winners.inline.shared.files)  # shared key tables' bits
             if not published:
                 drop_stage_branch(self.lake.catalog, self.name.compacted_identifier, run.stage)
 

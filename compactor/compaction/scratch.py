@@ -47,12 +47,18 @@ def scratch_mark(identifier: str) -> RunMark | None:
     return RunMark.parse(identifier, SCRATCH_INFIX, "_")
 
 
+def scratch_location(view_location: str, now_ms: int, run_id: str) -> str:
+    """Where the run ``run_id`` started at ``now_ms`` keeps its phase-1 files: its scratch table's location, below
+    the compacted table's (orphan-file removal takes what a run that died left there)."""
+    return f"{view_location.rstrip('/')}/scratch/{now_ms}_{run_id}"
+
+
 def create_scratch(catalog: Catalog, name: TopicName, view_location: str, now_ms: int, run_id: str, *,
                    contest: bool = False) -> str:
     """Create the run's scratch table (empty; ``contest``: with the superseded rows' columns); returns its
     identifier."""
     identifier = scratch_identifier(name, now_ms, run_id)
-    location = f"{view_location.rstrip('/')}/scratch/{now_ms}_{run_id}"
+    location = scratch_location(view_location, now_ms, run_id)
     with translate_storage_errors(f"creating the phase-1 table of {name}"):
         catalog.create_table(identifier, schema=CONTEST_SCHEMA if contest else SCRATCH_SCHEMA, location=location,
                              partition_spec=TOPIC_PARTITION_SPEC, properties=SCRATCH_PROPERTIES)

@@ -104,7 +104,7 @@ def open_run(lake: Lake, topic: Topic, plan: CompactionPlan, view_table: Table, 
                        view_location=view_table.metadata.location, view_io=view_table.io)
     with translate_storage_errors(f"creating the staging branch of {name}"):
         create_stage_branch(catalog, name.compacted_identifier, stage, base, previous)
-    memory = task_memory_bytes(spark) if plan.winners_in_key_table else None  # the key table's bound
+    memory = task_memory_bytes(spark) if plan.small_range else None  # the key tables' bound (``append_winners``)
     return RunContext(name, plan, spark, chosen, lake.config.catalog_name, run_id, stage,
                       scratch_identifier(name, plan.now_ms, run_id), view_table, progress, raw_timestamps, memory)
 

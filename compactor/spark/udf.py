@@ -128,6 +128,41 @@ def keep_latest(narrow: DataFrame, full: DataFrame, tombstone: str, *, hash_bits
     return LatestRows(SparkDataFrame(result.rows(), full.sparkSession), result)
 
 
+@dataclass(frozen=True)
+class SharedWinners:
+    """What ``find_shared_winners`` found: how many keys won and over how many 64-bit words of bits, the files of
+    bits its tasks wrote (the caller deletes them), and the JVM's ``SharedWinners`` for ``keep_shared``."""
+
+    keys: int
+    words: int
+    files: tuple[str, ...]
+    handle: Any
+
+
+def find_shared_winners(narrow: DataFrame, table: str, directory: str, buckets: int, *,
+                        hash_bits: int = 64) -> SharedWinners:
+    """Find each key's latest offset in ``narrow`` (a range's ``partition, key, offset``, read grouped by partition)
+    in ``buckets`` tasks per partition, each holding the keys of one bucket of their hashes in a hash table of its
+    own heap and writing the winners it found, a bit per offset, to a file below ``directory`` through the Iceberg
+    table ``table``'s file IO (``compactor.udf.SharedWinners``): one Spark job, which sends the driver only the
+    files and each partition's counts. The caller bounds the records a task reads by the memory a task may count on
+    (``task_memory_bytes``). A partition read by more than one task fails the job."""
+    found = _functions("SharedWinners").find(internals.java_frame(narrow), _iceberg_table(narrow, table), directory,
+                                             buckets, hash_bits)
+    return SharedWinners(int(found.keys()), int(found.words()), tuple(_strings(found.files())), found)
+
+
+def keep_shared(full: DataFrame, winners: SharedWinners, tombstone: str) -> LatestRows:
+    """The rows of ``full`` that a compacted view can keep, as ``keep_latest`` keeps them, by the winners
+    ``find_shared_winners`` wrote: ``full`` is the same range, read in any grouping (slices of a partition), with a
+    boolean column ``tombstone``; each task reads the bits of the partitions it meets. Its counts are given once the
+    rows read, summed per partition, match those the winners were found in; otherwise reading them fails."""
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    result = winners.handle.keep(internals.java_frame(full), tombstone)
+    return LatestRows(SparkDataFrame(result.rows(), full.sparkSession), result)
+
+
 def task_memory_bytes(spark: SparkSession) -> int:
     """The execution memory a task may count on: Spark's unified memory of the smallest executor divided among its
     task slots (in local mode the driver's among all of them); 0 while no executor has registered
@@ -171,5 +206,6 @@ def headers_type() -> str:
     return "array<struct<key:string,value:binary>>"
 
 
-__all__ = ["TASK_OFFSET_SKIP", "LatestRows", "headers_type", "keep_latest", "murmur2_partition", "parse_file_line",
-           "register_functions", "task_memory_bytes", "task_offset", "topic_counts", "topic_files", "view_files"]
+__all__ = ["TASK_OFFSET_SKIP", "LatestRows", "SharedWinners", "find_shared_winners", "headers_type", "keep_latest",
+           "keep_shared", "murmur2_partition", "parse_file_line", "register_functions", "task_memory_bytes",
+           "task_offset", "topic_counts", "topic_files", "view_files"]

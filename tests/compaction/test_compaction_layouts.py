@@ -115,9 +115,19 @@ def exchanges(plan: str) -> list[str]:
     return [line.strip() for line in plan.splitlines() if "Exchange" in line]
 
 
-@pytest.mark.parametrize("layout", [pytest.param("partitioned", marks=pytest.mark.slow), "sliced"])
-def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession, lake: Lake, tiny_slices: None,
-                                                             captured_plans: list[str], layout: str) -> None:
+@pytest.mark.parametrize("layout, shared", [pytest.param("partitioned", False, marks=pytest.mark.slow),
+                                            ("sliced", True), ("sliced", False)])
+def test_full_rows_are_never_shuffled_nor_a_joins_side_broadcast(
+        spark: SparkSession, lake: Lake, tiny_slices: None, captured_plans: list[str], monkeypatch: pytest.MonkeyPatch,
+        layout: str, shared: bool) -> None:
+    """Neither layout shuffles full rows, and no query broadcasts a side of a join. A sliced first run's phase 1
+    finds the winners in shared key tables (``shared``; a job that writes nothing and broadcasts them as bits, within
+    ``plan.SHARED_WINNERS_BYTES``), so its append pass joins nothing; or, with them off, keeps them in the scratch
+    table, which each slice joins in place."""
+    from compactor.compaction import context
+
+    if not shared:
+        monkeypatch.setattr(context.RunContext, "shared_key_tables", property(lambda self: False))
     lake.create_topic("l.t", partitions=2, config={"cleanup.policy": "compact"})
     fill(lake, "l.t", seed=7, partitions=2)
     compact(lake, spark, "l.t", 5_000, layout=layout)
@@ -125,6 +135,9 @@ def test_full_rows_are_never_shuffled_nor_anything_broadcast(spark: SparkSession
     if layout == "partitioned":  # a small first run finds its winners in a window: one write, phase 1's work inside it
         (phase2,) = captured_plans
         assert exchanges(phase2) == [] and "Window" in phase2, phase2
+    elif shared:
+        (phase2,) = captured_plans
+        assert exchanges(phase2) == [] and "Join" not in phase2 and "Aggregate" not in phase2, phase2
     else:  # the scratch table's rows, then the view's new rows
         phase1, phase2 = captured_plans
         assert exchanges(phase2) == [], phase2  # phase 2 joins each slice with its winners in place

@@ -1,16 +1,19 @@
-"""Phase 1's two ways of handing its winners to phase 2 (issue 34): a small range in the partitioned layout keeps no
+"""Phase 1's ways of handing its winners to phase 2 (issue 34): a small range in the partitioned layout keeps no
 scratch table (``RunContext.winners_inline``: phase 2's queries compute the winners themselves), a larger range or the
 sliced layout keeps them in the run's scratch table. Inline, the append pass of a first run as of an incremental run
 finds them in the rows it reads (``rows.latest_range_rows``: ``path`` ``inline``) unless the range is over
 ``WINDOW_WINNERS_LIMIT``, when a hash table of the range's keys per task finds them (``keytable``:
 ``compactor.udf.RangeWinners``), or, past ``HASH_KEYS_LIMIT`` records in a partition, it joins the masks
 (``masks``). The tests' runs are small enough to read each pass in one task (``execution.ONE_TASK_WORK``);
-``partitions`` is ``inline`` with a task per topic partition. Incremental = full (docs/guarantees.md#compaction) and
-crash safety at every failure point (#the-cursor-and-failures) hold every way: the same tests run on each way, and
-check which way their runs took."""
+``partitions`` is ``inline`` with a task per topic partition. Sliced, a first run's phase 1 finds the winners in key
+tables that share each partition's keys among tasks, and broadcasts them to the append pass's slices (``shared``:
+``compactor.udf.SharedWinners``); later sliced runs keep them in the scratch table. Incremental = full
+(docs/guarantees.md#compaction) and crash safety at every failure point (#the-cursor-and-failures) hold every way: the
+same tests run on each way, and check which way their runs took."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -18,7 +21,8 @@ from typing import Any, NamedTuple
 import pytest
 from pyspark.sql import SparkSession
 
-from compactor.compaction import execution, job, plan
+from compactor.compaction import execution, job, plan, start
+from compactor.compaction.context import SHARED_KEY_TABLES, WINDOW
 from compactor.compaction.job import compact_topic
 from compactor.compaction.phase1 import winners
 from compactor.compaction.phase2 import rows
@@ -45,16 +49,20 @@ def inline_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(plan.CompactionPlan, "winners_in_key_table", property(lambda self: False))
     if path == "partitions":
         monkeypatch.setattr(execution, "ONE_TASK_WORK", 0)
+    if path == "shared":
+        monkeypatch.setattr(start, "choose_layout", functools.partial(execution.choose_layout, force="sliced"))
     seen: list[Way] = []
     real = winners.find_winners
     real_window = rows.latest_range_rows
     real_key_table = rows.key_table_range_rows
 
     def spy(run: Any, catalog: Any) -> winners.Winners:
-        seen.append(Way(run.winners_inline, run.plan.cursor is None, run.plan.winners_in_window))
-        assert run.layout.one_task == (path != "partitions" and run.plan.rewrite_reason is None), run.layout
+        shared = run.append_winners == SHARED_KEY_TABLES
+        seen.append(Way(run.winners_inline, run.plan.cursor is None, run.append_winners == WINDOW, shared))
+        assert run.layout.one_task == (path not in ("partitions", "shared") and run.plan.rewrite_reason is None), \
+            run.layout
         found = real(run, catalog)
-        assert (found.inline is not None) == run.winners_inline
+        assert (found.inline is not None) == (run.winners_inline or shared)
         return found
 
     def window_spy(*args: Any, **kwargs: Any) -> Any:
@@ -82,20 +90,23 @@ class Way(NamedTuple):
 
     inline: bool
     first: bool  # the topic's first run (no cursor)
-    window: bool  # its append pass was to find them in a window (``plan.winners_in_window``)
+    window: bool  # its append pass was to find them in a window (``context.WINDOW``)
+    shared: bool  # phase 1 found them in shared key tables (``context.SHARED_KEY_TABLES``)
 
 
 def took(seen: list[Way], path: str) -> bool:
     """Whether the runs went ``path``'s way; a window's way with both a first and an incremental run in a window."""
     window = path in ("inline", "partitions")
-    return (bool(seen) and all(way.inline == (path != "scratch") for way in seen)
+    return (bool(seen) and all(way.inline == (path not in ("scratch", "shared")) for way in seen)
             and bool(WINDOWS) == window and all(way.window == window for way in seen)
-            and bool(KEY_TABLES) == (path == "keytable")
-            and (not window or {way.first for way in seen} == {True, False}))
+            and bool(KEY_TABLES) == (path in ("keytable", "shared"))
+            and all(way.shared == (path == "shared" and way.first) for way in seen)
+            and (not window or {way.first for way in seen} == {True, False})
+            and (path != "shared" or {way.first for way in seen} == {True, False}))
 
 
 @pytest.mark.parametrize("path", [pytest.param("inline", marks=pytest.mark.slow), "scratch",
-                                  pytest.param("masks", marks=pytest.mark.slow), "keytable", "partitions"])
+                                  pytest.param("masks", marks=pytest.mark.slow), "keytable", "partitions", "shared"])
 def test_incremental_equals_full_either_way(spark: SparkSession, lake: Lake, inline_runs: list[Way],
                                             path: str) -> None:
     """docs/guarantees.md#compaction's central property (``test_incremental_equals_full``) with the winners handed
@@ -261,3 +272,113 @@ def test_a_range_whose_key_table_would_not_fit_a_tasks_memory_joins_the_masks(
         compact(lake, spark, name, 5_000)
     assert ways == ["key table", "masks"], ways
     assert compacted_rows(lake, "m.masks") == compacted_rows(lake, "m.table")
+
+
+def bit_files(lake: Lake, name: str) -> list[Path]:
+    """The files of shared key tables' bits left below the compacted table of ``name``."""
+    from urllib.parse import urlparse
+
+    location = lake.catalog.load_table(f"{name}__compacted").metadata.location
+    return sorted(Path(urlparse(location).path).rglob("*.bits"))
+
+
+@pytest.fixture
+def sliced_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every run sliced, each raw file (a produce batch) a slice of its own; the ways their append passes took."""
+    monkeypatch.setattr(start, "choose_layout", functools.partial(execution.choose_layout, force="sliced"))
+    monkeypatch.setattr(execution, "MIN_SPLIT_BYTES", 1)
+    ways: list[str] = []
+    real_open = start.open_run
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        run = real_open(*args, **kwargs)
+        ways.append(run.append_winners)
+        return run
+
+    monkeypatch.setattr(job, "open_run", spy)
+    return ways
+
+
+@pytest.mark.parametrize("partitions, retain", [(1, True), pytest.param(2, False, marks=pytest.mark.slow)])
+def test_a_sliced_first_run_shares_its_key_tables_and_keeps_what_the_scratch_table_keeps(
+        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, sliced_runs: list[str], partitions: int,
+        retain: bool) -> None:
+    """Two topics with the same records, sliced: the first run of one finds its winners in key tables shared among
+    the task slots (its phase 1 one job, no scratch table), the other's in the scratch table; an incremental run and
+    a rewrite follow on each (the scratch table's way). Their views hold the same rows."""
+    from compactor.compaction import context
+    from compactor.progress import Progress
+    from tests.compaction.test_compaction_layouts import compact, fill
+    from tests.helpers import view
+
+    events: list[dict[str, Any]] = []
+    real_phase = Progress.phase
+
+    def record(self: Progress, name: str, message: str = "", **fields: Any) -> None:
+        events.append({"phase": name, **fields})
+        real_phase(self, name, message, **fields)
+
+    monkeypatch.setattr(Progress, "phase", record)
+    config = {"cleanup.policy": "compact", "compaction.null-key": "retain" if retain else "drop"}
+    for name in ("h.shared", "h.scratch"):
+        if name == "h.scratch":
+            monkeypatch.setattr(context.RunContext, "shared_key_tables", property(lambda self: False))
+        lake.create_topic(name, partitions=partitions, config=config)
+        for seed, now, rewrite in ((3, 5_000, False), (4, 6_000, False), (5, 7_000, True)):
+            fill(lake, name, seed=seed, partitions=partitions, batches=3)
+            result, tasks = compact(lake, spark, name, now, force_rewrite=rewrite)
+            assert result.stats.layout == "sliced"
+            if now == 5_000 and name == "h.shared":
+                assert tasks >= 3, tasks  # the append pass's slices
+                assert result.stats.records_read == 3 * 40  # counted once, whatever the buckets
+    assert sliced_runs == ["shared key tables"] + ["masks"] * 5, sliced_runs
+    done = [e for e in events if e["phase"] == "phase 1 done" and "buckets" in e]
+    assert len(done) == 1 and done[0]["buckets"] == -(-2 // partitions), done
+    assert compacted_rows(lake, "h.shared") == compacted_rows(lake, "h.scratch")
+    assert view(lake, "h.shared") == view(lake, "h.scratch")
+    assert [t for t in lake.catalog.list_tables("h") if "__compacted__run_" in t[-1]] == []
+    assert bit_files(lake, "h.shared") == []
+
+
+@pytest.mark.parametrize("point", ["after-phase-1", "after-write"])
+def test_a_shared_first_run_that_fails_leaves_no_cursor_and_the_next_run_compacts(
+        spark: SparkSession, lake: Lake, sliced_runs: list[str], point: str) -> None:
+    """docs/guarantees.md#the-cursor-and-failures for a first run whose winners phase 1 broadcast: a failure once
+    they are found, or once the kept rows are written, publishes no cursor and leaves no staging branch or scratch
+    table; the next run compacts as the model does."""
+    from compactor import failpoints
+    from compactor.errors import InjectedFailureError
+    from compactor.topics.records import ProducerRecord
+    from tests.helpers import produce_both
+    from tests.model import TopicModel
+
+    lake.create_topic("s.t", partitions=1, config={"cleanup.policy": "compact"})
+    model = TopicModel(1)
+    for batch in range(3):
+        produce_both(lake, "s.t", model, [ProducerRecord(None if i == 5 else b"k%d" % (i % 7),
+                                                         None if i == 3 else b"v%d-%d" % (batch, i))
+                                          for i in range(20)], 1000)
+    with failpoints.enabled({point: "raise"}), pytest.raises(InjectedFailureError):
+        compact_topic(lake, "s.t", now_ms=4000)
+    assert current_cursor(lake, "s.t") is None
+    assert safety.stage_branches(lake) == [] and safety.run_tables(lake) == [] and bit_files(lake, "s.t") == []
+    assert compact_topic(lake, "s.t", now_ms=4000).committed
+    model.compact(4000, safety.SETTINGS)
+    assert compacted_rows(lake, "s.t") == model.compacted_rows()
+    assert sliced_runs == ["shared key tables"] * 2, sliced_runs
+
+
+def test_a_sliced_first_run_whose_key_tables_would_not_fit_keeps_the_scratch_table(
+        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, sliced_runs: list[str]) -> None:
+    """Shared key tables live outside Spark's memory accounting: a sliced first run whose share of a partition's keys
+    would not fit a task's memory finds its winners in the scratch table instead, with the same view."""
+    from tests.compaction.test_compaction_layouts import compact, fill
+
+    for name in ("f.shared", "f.memory"):
+        if name == "f.memory":
+            monkeypatch.setattr(start, "task_memory_bytes", lambda _spark: 1)
+        lake.create_topic(name, partitions=1, config={"cleanup.policy": "compact"})
+        fill(lake, name, seed=9, batches=3)
+        compact(lake, spark, name, 5_000)
+    assert sliced_runs == ["shared key tables", "masks"], sliced_runs
+    assert compacted_rows(lake, "f.memory") == compacted_rows(lake, "f.shared")

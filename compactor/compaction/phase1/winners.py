@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
 
-from compactor.compaction.context import RunContext
+from compactor.compaction.context import SHARED_KEY_TABLES, RunContext
 from compactor.compaction.execution import apply_settings, job_description, read_range, read_table
 from compactor.compaction.phase1 import latest, ranking
 from compactor.compaction.scratch import create_scratch
 from compactor.schema import KEY, OFFSET, PARTITION
 from compactor.spark.expressions import offset_masks
 from compactor.spark.internals import observed_metrics
+from compactor.spark.udf import SharedWinners, find_shared_winners
 from compactor.topics.strategy import HEADER_STRATEGY, TIMESTAMP_STRATEGY
 
 if TYPE_CHECKING:
@@ -52,10 +53,12 @@ class Winners:
 class InlineWinners:
     """The winners as phase 2's queries compute them: the same rows as the scratch table's, as offset masks
     (``masks``: partition, word, mask) and winning keys (``keys``: partition, key); neither when phase 2 finds
-    them among the range's rows itself (``CompactionPlan.winners_in_window``)."""
+    them among the range's rows itself (``CompactionPlan.winners_in_window``); or, for a sliced first run, already
+    found and written as bits per offset (``shared``, ``context.SHARED_KEY_TABLES``)."""
 
     masks: DataFrame | None = None
     keys: DataFrame | None = None
+    shared: SharedWinners | None = None  # found by phase 1's own job, written as bits (``SHARED_KEY_TABLES``)
 
 
 def find_winners(run: RunContext, catalog: Catalog) -> Winners:
@@ -71,6 +74,8 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
                        records=plan.records_in_range, layout=run.layout.kind, inline=run.winners_inline)
     if in_window:  # nothing to build here
         return Winners(None, None, 0, int((time.monotonic() - started) * 1000), InlineWinners())
+    if run.append_winners == SHARED_KEY_TABLES:
+        return _shared_winners(run, started)
     if run.winners_inline:
         narrow = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
         found = latest.latest_offsets(narrow.select(*latest.NARROW_COLUMNS))
@@ -96,6 +101,21 @@ def find_winners(run: RunContext, catalog: Catalog) -> Winners:
                       unparsable=int(observed_metrics(parsed).get("unparsable") or 0) if parsed is not None else 0,
                       ms=int((time.monotonic() - started) * 1000))
     run.progress.phase("phase 1 done", keys=winners.keys, mask_words=winners.words, ms=winners.ms)
+    return winners
+
+
+def _shared_winners(run: RunContext, started: float) -> Winners:
+    """Phase 1 as one job of key tables (``udf.find_shared_winners``): the range's narrow columns read grouped by
+    partition, ``run.key_table_buckets`` times, the winners written as bits below the run's scratch location for the
+    append pass's slices (the run deletes them at its end)."""
+    apply_settings(run.spark, run.layout, grouped=True)  # a task per partition (each bucket's)
+    narrow = read_range(run.spark, run.raw_table, run.plan.ranges, None).select(*latest.NARROW_COLUMNS)
+    with job_description(run.spark, f"compactor {run.name}: phase 1 (latest offset per key, in key tables)"):
+        shared = find_shared_winners(narrow, run.view_table, run.scratch_location, run.key_table_buckets)
+    winners = Winners(keys=shared.keys, words=shared.words, unparsable=0, ms=int((time.monotonic() - started) * 1000),
+                      inline=InlineWinners(shared=shared))
+    run.progress.phase("phase 1 done", keys=winners.keys, mask_words=winners.words, ms=winners.ms,
+                       buckets=run.key_table_buckets)
     return winners
 
 

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compactor.compaction.context import KEY_TABLE, WINDOW, RunContext
+from compactor.compaction.context import KEY_TABLE, SHARED_KEY_TABLES, WINDOW, RunContext
 from compactor.compaction.execution import read_range, read_table
 from compactor.compaction.phase1.latest import NARROW_COLUMNS
 from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2 import rows
 from compactor.compaction.phase2.outcome import RangeFigures
 from compactor.spark.internals import observed_metrics
-from compactor.spark.udf import keep_latest
+from compactor.spark.udf import LatestRows, keep_latest, keep_shared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -68,17 +68,17 @@ class KeptRows:
 def kept_range_rows(run: RunContext, winners: Winners) -> KeptRows:
     """The new range's rows the view keeps (``rows.new_view_rows``; ``rows.latest_range_rows`` when the plan finds
     the winners in the range's own rows; ``rows.key_table_range_rows`` when a hash table of the range's keys per
-    task finds them), with the range's records and tombstones as the job reading them counts them
-    (``rows.range_stats_columns``, or the key table's own count)."""
+    task finds them, or phase 1's shared key tables did), with the range's records and tombstones as the job reading
+    them counts them (``rows.range_stats_columns``, or the key tables' own count)."""
     from pyspark.sql import Observation
 
     plan = run.plan
     way = run.append_winners
-    range_rows = read_range(run.spark, run.raw_table, plan.ranges, run.layout)
+    range_rows = read_range(run.spark, run.raw_table, plan.ranges,
+                            run.layout.unjoined() if way == SHARED_KEY_TABLES else run.layout)
     retain, retention = plan.settings.retain_null_keys, plan.settings.delete_retention_ms
-    if way == KEY_TABLE:
-        found = keep_latest(range_rows.select(*NARROW_COLUMNS), rows.with_tombstone_flag(range_rows),
-                            rows.TOMBSTONE_FLAG)
+    if way in (KEY_TABLE, SHARED_KEY_TABLES):
+        found = _key_table_rows(range_rows, winners, shared=way == SHARED_KEY_TABLES)
         return KeptRows(rows.key_table_range_rows(found.rows, retain_null_keys=retain, now_ms=plan.now_ms,
                                                   delete_retention_ms=retention),
                         lambda: RangeFigures(*found.counts()))
@@ -91,6 +91,17 @@ def kept_range_rows(run: RunContext, winners: Winners) -> KeptRows:
         kept = rows.new_view_rows(range_rows, _masks(run, winners), retain_null_keys=retain, now_ms=plan.now_ms,
                                   delete_retention_ms=retention)
     return KeptRows(kept, lambda: RangeFigures.from_metrics(observed_metrics(read)))
+
+
+def _key_table_rows(range_rows: DataFrame, winners: Winners, *, shared: bool) -> LatestRows:
+    """The range's rows a key table passes on: a table per task of the range read twice (``keep_latest``), or the
+    tables phase 1 shared among tasks and broadcast (``keep_shared``)."""
+    flagged = rows.with_tombstone_flag(range_rows)
+    if not shared:
+        return keep_latest(range_rows.select(*NARROW_COLUMNS), flagged, rows.TOMBSTONE_FLAG)
+    if winners.inline is None or winners.inline.shared is None:
+        raise ValueError("phase 1 found no shared winners")
+    return keep_shared(flagged, winners.inline.shared, rows.TOMBSTONE_FLAG)
 
 
 def classified_view(run: RunContext, winners: Winners | None, *, with_positions: bool = False) -> DataFrame:

@@ -4,7 +4,7 @@ afresh when deletes pile up), after the retention trim's pass when the run is on
 
 from __future__ import annotations
 
-from compactor.compaction.context import RunContext
+from compactor.compaction.context import SHARED_KEY_TABLES, RunContext
 from compactor.compaction.execution import apply_settings
 from compactor.compaction.phase1.winners import Winners
 from compactor.compaction.phase2.incremental import write_incremental
@@ -17,7 +17,9 @@ def write_view(run: RunContext, winners: Winners | None) -> Phase2Result:
     """Write the view the plan asks for on the staging branch, from phase 1's ``winners`` (``None``: the run has
     no new range); see the module docstring."""
     plan = run.plan
-    apply_settings(run.spark, run.layout, grouped=True)
+    # scans report their grouping by partition (storage-partitioned joins, slices replicated), but for shared key
+    # tables' append pass, whose slices join nothing and would otherwise be read one task a partition
+    apply_settings(run.spark, run.layout, grouped=run.append_winners != SHARED_KEY_TABLES)
     trims = trim_starts(run, winners) if plan.trim_before_ms is not None else {}
     if plan.rewrite_reason:
         return write_rewrite(run, winners, trims)
