@@ -95,7 +95,7 @@ def kept_range_rows(run: RunContext, winners: Winners) -> KeptRows:
 
 def _key_table_rows(range_rows: DataFrame, winners: Winners, *, shared: bool) -> LatestRows:
     """The range's rows a key table passes on: a table per task of the range read twice (``keep_latest``), or the
-    tables phase 1 shared among tasks and broadcast (``keep_shared``)."""
+    bits of the tables phase 1 shared among tasks (``keep_shared``)."""
     flagged = rows.with_tombstone_flag(range_rows)
     if not shared:
         return keep_latest(range_rows.select(*NARROW_COLUMNS), flagged, rows.TOMBSTONE_FLAG)
