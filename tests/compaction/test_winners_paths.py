@@ -382,3 +382,31 @@ def test_a_sliced_first_run_whose_key_tables_would_not_fit_keeps_the_scratch_tab
         compact(lake, spark, name, 5_000)
     assert sliced_runs == ["shared key tables", "masks"], sliced_runs
     assert compacted_rows(lake, "f.memory") == compacted_rows(lake, "f.shared")
+
+
+@pytest.mark.parametrize("backend", ["s3", "rest"], indirect=True)
+def test_shared_key_tables_write_and_read_their_bits_through_the_tables_file_io(
+        spark_session: SparkSession, backend: Backend, sliced_runs: list[str]) -> None:
+    """On moto's S3 server and on the REST catalog server (which places the tables), a sliced first run's phase 1
+    writes its bits through the compacted table's file IO, the append pass's tasks read them back the same way, the
+    view is the model's, and the run leaves no file of bits behind."""
+    from compactor.iceberg.storage import list_files
+    from compactor.topics.records import ProducerRecord
+    from tests.backends import attach_spark
+    from tests.helpers import produce_both
+    from tests.model import TopicModel
+
+    lake = attach_spark(backend.lake, spark_session)
+    lake.create_topic("b.t", partitions=1, config={"cleanup.policy": "compact"})
+    model = TopicModel(1)
+    for batch in range(3):
+        produce_both(lake, "b.t", model, [ProducerRecord(None if i == 4 else b"k%d" % (i % 9),
+                                                         None if i == 2 else b"v%d-%d" % (batch, i))
+                                          for i in range(30)], 1000)
+    assert compact_topic(lake, "b.t", now_ms=4000).committed
+    model.compact(4000, safety.SETTINGS)
+    assert compacted_rows(lake, "b.t") == model.compacted_rows()
+    assert sliced_runs == ["shared key tables"], sliced_runs
+    view = lake.catalog.load_table("b.t__compacted")
+    left = [f.location for f in list_files(lake.config, view.metadata.location.rstrip("/") + "/", view.io)]
+    assert left and not [path for path in left if path.endswith(".bits")], left
