@@ -240,13 +240,14 @@ def test_the_key_table_keeps_what_the_masks_keep_in_first_incremental_and_rewrit
     assert view(lake, "k.table") == view(lake, "k.masks")
 
 
+@pytest.mark.parametrize("sliced", [False, True])
 def test_a_range_whose_key_table_would_not_fit_a_tasks_memory_joins_the_masks(
-        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The key table lives outside Spark's memory accounting, so a run takes it only while its tasks' records fit
-    the execution memory a task may count on (``RunContext.key_table_fits``, ``spark.udf.task_memory_bytes``): with
-    the test session's memory the run takes it; where a task may count on 1 byte, a run of the same records joins
-    Spark's masks instead, with the same view."""
-    from compactor.compaction import start
+        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, sliced: bool) -> None:
+    """Key tables live outside Spark's memory accounting, so a run takes them only while its tasks' records fit the
+    execution memory a task may count on (``RunContext.key_table_fits``, ``spark.udf.task_memory_bytes``; for a
+    sliced first run's shared key tables, a task's share of its partition's keys): with the test session's memory
+    the run takes them; where a task may count on 1 byte, a run of the same records joins Spark's masks instead
+    (sliced: through the scratch table), with the same view."""
     from compactor.spark import internals
     from compactor.spark.udf import task_memory_bytes
     from tests.compaction.test_compaction_layouts import compact, fill
@@ -255,6 +256,22 @@ def test_a_range_whose_key_table_would_not_fit_a_tasks_memory_joins_the_masks(
     heap = internals.jvm(spark).java.lang.Runtime.getRuntime().maxMemory()
     assert 0 < memory < heap, (memory, heap)
     monkeypatch.setattr(plan.CompactionPlan, "winners_in_window", property(lambda self: False))
+    if sliced:
+        monkeypatch.setattr(start, "choose_layout", functools.partial(execution.choose_layout, force="sliced"))
+    ways = recorded_ways(monkeypatch)
+    partitions = 1 if sliced else 2
+    for name in ("m.table", "m.masks"):
+        if name == "m.masks":
+            monkeypatch.setattr(start, "task_memory_bytes", lambda _spark: 1)
+        lake.create_topic(name, partitions=partitions, config={"cleanup.policy": "compact"})
+        fill(lake, name, seed=9, partitions=partitions)
+        compact(lake, spark, name, 5_000)
+    assert ways == ["shared key tables" if sliced else "key table", "masks"], ways
+    assert compacted_rows(lake, "m.masks") == compacted_rows(lake, "m.table")
+
+
+def recorded_ways(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """How the append pass of each run opened from now on finds its winners (``RunContext.append_winners``)."""
     ways: list[str] = []
     real_open = start.open_run
 
@@ -264,14 +281,22 @@ def test_a_range_whose_key_table_would_not_fit_a_tasks_memory_joins_the_masks(
         return run
 
     monkeypatch.setattr(job, "open_run", spy)
-    for name in ("m.table", "m.masks"):
-        if name == "m.masks":
-            monkeypatch.setattr(start, "task_memory_bytes", lambda _spark: 1)
-        lake.create_topic(name, partitions=2, config={"cleanup.policy": "compact"})
-        fill(lake, name, seed=9, partitions=2)
-        compact(lake, spark, name, 5_000)
-    assert ways == ["key table", "masks"], ways
-    assert compacted_rows(lake, "m.masks") == compacted_rows(lake, "m.table")
+    return ways
+
+
+def one_partition_topic(lake: Lake, name: str) -> Any:
+    """A topic of one partition with three batches of keyed and keyless records and tombstones, and its model."""
+    from compactor.topics.records import ProducerRecord
+    from tests.helpers import produce_both
+    from tests.model import TopicModel
+
+    lake.create_topic(name, partitions=1, config={"cleanup.policy": "compact"})
+    model = TopicModel(1)
+    for batch in range(3):
+        produce_both(lake, name, model, [ProducerRecord(None if i == 5 else b"k%d" % (i % 7),
+                                                        None if i == 3 else b"v%d-%d" % (batch, i))
+                                         for i in range(20)], 1000)
+    return model
 
 
 def bit_files(lake: Lake, name: str) -> list[Path]:
@@ -287,16 +312,7 @@ def sliced_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every run sliced, each raw file (a produce batch) a slice of its own; the ways their append passes took."""
     monkeypatch.setattr(start, "choose_layout", functools.partial(execution.choose_layout, force="sliced"))
     monkeypatch.setattr(execution, "MIN_SPLIT_BYTES", 1)
-    ways: list[str] = []
-    real_open = start.open_run
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        run = real_open(*args, **kwargs)
-        ways.append(run.append_winners)
-        return run
-
-    monkeypatch.setattr(job, "open_run", spy)
-    return ways
+    return recorded_ways(monkeypatch)
 
 
 @pytest.mark.parametrize("partitions, retain", [(1, True), pytest.param(2, False, marks=pytest.mark.slow)])
@@ -348,16 +364,8 @@ def test_a_shared_first_run_that_fails_leaves_no_cursor_and_the_next_run_compact
     table; the next run compacts as the model does."""
     from compactor import failpoints
     from compactor.errors import InjectedFailureError
-    from compactor.topics.records import ProducerRecord
-    from tests.helpers import produce_both
-    from tests.model import TopicModel
 
-    lake.create_topic("s.t", partitions=1, config={"cleanup.policy": "compact"})
-    model = TopicModel(1)
-    for batch in range(3):
-        produce_both(lake, "s.t", model, [ProducerRecord(None if i == 5 else b"k%d" % (i % 7),
-                                                         None if i == 3 else b"v%d-%d" % (batch, i))
-                                          for i in range(20)], 1000)
+    model = one_partition_topic(lake, "s.t")
     with failpoints.enabled({point: "raise"}), pytest.raises(InjectedFailureError):
         compact_topic(lake, "s.t", now_ms=4000)
     assert current_cursor(lake, "s.t") is None
@@ -368,22 +376,6 @@ def test_a_shared_first_run_that_fails_leaves_no_cursor_and_the_next_run_compact
     assert sliced_runs == ["shared key tables"] * 2, sliced_runs
 
 
-def test_a_sliced_first_run_whose_key_tables_would_not_fit_keeps_the_scratch_table(
-        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, sliced_runs: list[str]) -> None:
-    """Shared key tables live outside Spark's memory accounting: a sliced first run whose share of a partition's keys
-    would not fit a task's memory finds its winners in the scratch table instead, with the same view."""
-    from tests.compaction.test_compaction_layouts import compact, fill
-
-    for name in ("f.shared", "f.memory"):
-        if name == "f.memory":
-            monkeypatch.setattr(start, "task_memory_bytes", lambda _spark: 1)
-        lake.create_topic(name, partitions=1, config={"cleanup.policy": "compact"})
-        fill(lake, name, seed=9, batches=3)
-        compact(lake, spark, name, 5_000)
-    assert sliced_runs == ["shared key tables", "masks"], sliced_runs
-    assert compacted_rows(lake, "f.memory") == compacted_rows(lake, "f.shared")
-
-
 @pytest.mark.parametrize("backend", ["s3", "rest"], indirect=True)
 def test_shared_key_tables_write_and_read_their_bits_through_the_tables_file_io(
         spark_session: SparkSession, backend: Backend, sliced_runs: list[str]) -> None:
@@ -391,18 +383,10 @@ def test_shared_key_tables_write_and_read_their_bits_through_the_tables_file_io(
     writes its bits through the compacted table's file IO, the append pass's tasks read them back the same way, the
     view is the model's, and the run leaves no file of bits behind."""
     from compactor.iceberg.storage import list_files
-    from compactor.topics.records import ProducerRecord
     from tests.backends import attach_spark
-    from tests.helpers import produce_both
-    from tests.model import TopicModel
 
     lake = attach_spark(backend.lake, spark_session)
-    lake.create_topic("b.t", partitions=1, config={"cleanup.policy": "compact"})
-    model = TopicModel(1)
-    for batch in range(3):
-        produce_both(lake, "b.t", model, [ProducerRecord(None if i == 4 else b"k%d" % (i % 9),
-                                                         None if i == 2 else b"v%d-%d" % (batch, i))
-                                          for i in range(30)], 1000)
+    model = one_partition_topic(lake, "b.t")
     assert compact_topic(lake, "b.t", now_ms=4000).committed
     model.compact(4000, safety.SETTINGS)
     assert compacted_rows(lake, "b.t") == model.compacted_rows()
