@@ -167,10 +167,12 @@ def test_killing_an_inline_run_leaves_the_previous_cursor_and_no_scratch_table(
 
 
 @pytest.mark.slow  # a JVM of its own
-def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command_line(lake: Lake) -> None:
+@pytest.mark.parametrize("layout", ["default", "sliced"])
+def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command_line(lake: Lake, layout: str) -> None:
     """As users run it, in a fresh process: a first run of one partition holding ``FIRST_RUN_WINDOW_LIMIT + 1``
-    records (keys of 1 to 12 bytes, null keys, tombstones) finds its winners in the key table, its progress says
-    so, and its view holds each key's latest record, tombstones stamped, keyless records dropped."""
+    records (keys of 1 to 12 bytes, null keys, tombstones) finds its winners in the key table, or, with ``--layout
+    sliced``, in shared key tables; its progress says so, and its view holds each key's latest record, tombstones
+    stamped, keyless records dropped."""
     import json
     import os
     import subprocess
@@ -187,15 +189,20 @@ def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command
     topic = lake.create_topic("w.big", partitions=1, config={"cleanup.policy": "compact"})
     produce_arrow(topic, pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "SPARK_"))}
-    env.update(PYTHONPATH=os.getcwd(), COMPACTOR_CATALOG_NAME=lake.config.catalog_name, COMPACTOR_SPARK_CORES="1",
+    cores = "2" if layout == "sliced" else "1"  # sliced: each of the two slots holds half of the keys
+    env.update(PYTHONPATH=os.getcwd(), COMPACTOR_CATALOG_NAME=lake.config.catalog_name, COMPACTOR_SPARK_CORES=cores,
                COMPACTOR_DRIVER_MEMORY="768m", **jvm_env())
+    forced = ["--layout", "sliced"] if layout == "sliced" else []
     done = subprocess.run([sys.executable, "-m", "compactor.cli.main", "--warehouse", lake.config.warehouse,
-                           "compact", "w.big", "--now-ms", "5000"], env=env, capture_output=True, text=True,
+                           "compact", "w.big", "--now-ms", "5000", *forced], env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["stats"]["records_read"] == count
     appends = [line for line in done.stderr.splitlines() if "phase 2 appends:" in line]
-    assert len(appends) == 1 and '"winners":"key table"' in appends[0], done.stderr[-3000:]
+    way = "shared key tables" if layout == "sliced" else "key table"
+    assert len(appends) == 1 and f'"winners":"{way}"' in appends[0], done.stderr[-3000:]
+    if layout == "sliced":  # phase 1: one task per slot, each holding half of the keys
+        assert any("phase 1 done" in line and '"buckets":2' in line for line in done.stderr.splitlines())
     latest = {key: offset for offset, key in enumerate(keys) if key is not None}
     expected = sorted((offset, key, values[offset]) for key, offset in latest.items())
     got = [(record.offset, record.key, record.value, horizon) for record, horizon in compacted_rows(lake, "w.big")]
