@@ -59,7 +59,8 @@ class RunContext:
         replicates to the view's slices only a side that is a scan grouped by partition, with no exchange in between,
         and the inline winners are aggregated across the slices of a sliced range. A window run's winning keys, the
         raw range's own keys, could be replicated; read that way at 5M records on 1 partition, the delete pass took
-        longer on 2 cores: bench/README.md.)"""
+        longer on 2 cores: bench/README.md. A sliced first run's winners can skip the table another way:
+        ``shared_key_tables``.)"""
         return self.plan.small_range and not self.layout.sliced
 
     @property

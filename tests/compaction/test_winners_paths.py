@@ -322,13 +322,14 @@ def sliced_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return recorded_ways(monkeypatch)
 
 
-@pytest.mark.parametrize("partitions, retain", [(1, True), pytest.param(2, False, marks=pytest.mark.slow)])
 def test_a_sliced_first_run_shares_its_key_tables_and_keeps_what_the_scratch_table_keeps(
-        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, sliced_runs: list[str], partitions: int,
-        retain: bool) -> None:
-    """Two topics with the same records, sliced: the first run of one finds its winners in key tables shared among
-    the task slots (its phase 1 one job, no scratch table), the other's in the scratch table; an incremental run and
-    a rewrite follow on each (the scratch table's way). Their views hold the same rows."""
+        spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch, sliced_runs: list[str]) -> None:
+    """Two topics with the same records in one partition, keyless ones retained, sliced: the first run of one finds
+    its winners in key tables shared among the task slots (its phase 1 one job, no scratch table), the other's in the
+    scratch table; an incremental run and a rewrite follow on each (the scratch table's way). Their views hold the
+    same rows. (More partitions and the other null-key setting: ``test_incremental_equals_full_either_way``'s
+    ``shared`` way.)"""
+    partitions, retain = 1, True
     from compactor.compaction import context
     from compactor.progress import Progress
     from tests.compaction.test_compaction_layouts import compact, fill

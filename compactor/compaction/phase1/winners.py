@@ -1,5 +1,5 @@
 """Phase 1, the step: find each key's winner (its latest offset, or its highest rank under another
-``compaction.strategy``) over the new range, and hand the winners to phase 2 in one of two forms (failure point
+``compaction.strategy``) over the new range, and hand the winners to phase 2 in one of three forms (failure point
 ``after-phase-1`` fires once the step has run):
 
 * **in the run's scratch table** (``compaction.scratch``): a Spark job of its own writes them as mask and key rows,
@@ -10,6 +10,9 @@
   range's size; a small range costs less to read twice. A smaller range (``CompactionPlan.winners_in_window``, a
   first run's too) needs not even the DataFrames: phase 2's passes find the winners among the range's rows
   themselves.
+* **as bits in files** (``context.SHARED_KEY_TABLES``: a sliced first run under ``offset``): one job of hash tables
+  that share each partition's keys among the task slots (``compactor.udf.SharedWinners``) writes a bit per offset
+  through the compacted table's file IO, which the append pass's slices read back; the run deletes the files.
 
 The DataFrame logic is ``latest`` and ``ranking``.
 """
