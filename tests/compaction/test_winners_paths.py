@@ -367,9 +367,9 @@ def test_a_sliced_first_run_shares_its_key_tables_and_keeps_what_the_scratch_tab
 @pytest.mark.parametrize("point", ["after-phase-1", "after-write"])
 def test_a_shared_first_run_that_fails_leaves_no_cursor_and_the_next_run_compacts(
         spark: SparkSession, lake: Lake, sliced_runs: list[str], point: str) -> None:
-    """docs/guarantees.md#the-cursor-and-failures for a first run whose winners phase 1 broadcast: a failure once
-    they are found, or once the kept rows are written, publishes no cursor and leaves no staging branch or scratch
-    table; the next run compacts as the model does."""
+    """docs/guarantees.md#the-cursor-and-failures for a first run whose phase 1 shared its key tables: a failure once
+    the winners are written as bits, or once the kept rows are written, publishes no cursor and leaves no staging
+    branch, scratch table or file of bits; the next run compacts as the model does."""
     from compactor import failpoints
     from compactor.errors import InjectedFailureError
 

@@ -1,11 +1,11 @@
 """The hash tables of a range's keys: one per task of the append pass (``compactor.udf.RangeWinners``, through
-``spark.udf.keep_latest``), and phase 1's, which share each partition's keys among several tasks and broadcast the
-winners to the append pass's slices (``compactor.udf.SharedWinners``, through ``spark.udf.find_shared_winners`` and
-``keep_shared``). Each passes on a keyed row exactly when the row holds its key's highest offset, and every keyless row,
-whatever the keys' bytes, their hashes, the offsets' gaps, the rows' order or how the rows are sliced, and counts the
-rows and tombstones it read; reads that do not match fail instead. The guard of the only module that gives a DataFrame
-an RDD of Spark's internal rows (``SparkSession.internalCreateDataFrame``): a Spark upgrade that changes it fails
-here."""
+``spark.udf.keep_latest``), and phase 1's, which share each partition's keys among several tasks and write the
+winners as bits for the append pass's slices (``compactor.udf.SharedWinners``, through
+``spark.udf.find_shared_winners`` and ``keep_shared``). Each passes on a keyed row exactly when the row holds its
+key's highest offset, and every keyless row, whatever the keys' bytes, their hashes, the offsets' gaps, the rows' order
+or how the rows are sliced, and counts the rows and tombstones it read; reads that do not match fail instead. The guard
+of the only module that gives a DataFrame an RDD of Spark's internal rows (``SparkSession.internalCreateDataFrame``): a
+Spark upgrade that changes it fails here."""
 
 from __future__ import annotations
 
