@@ -109,6 +109,14 @@ class CompactionPlan:
             self.cursor is None or self.records_in_range <= INLINE_WINNERS_LIMIT)
 
     @property
+    def scratch_only_if_sliced(self) -> bool:
+        """Whether slicing the run would cost it a scratch table that the partitioned layout does without
+        (``execution.SCRATCH_WORK``): a small range (``small_range``) past the first run. A first run's sliced
+        layout shares key tables instead (``context.RunContext.shared_key_tables``): 500,000 records in 1
+        partition, partitioned (one task) 2.60 s, sliced 1.98 s (naive 2.37 s)."""
+        return self.small_range and self.cursor is not None
+
+    @property
     def winners_in_window(self) -> bool:
         """Whether the append pass finds the range's winners among the rows it reads (``rows.latest_range_rows``)
         instead of finding them in a hash table of the keys (``winners_in_key_table``) or joining phase 1's

@@ -230,7 +230,8 @@ def _small_plan(view_rows: int, strategy: str = "offset") -> object:
     from compactor.topics.strategy import Strategy
     return SimpleNamespace(settings=SimpleNamespace(strategy=Strategy(kind=strategy)), cursor=object(),
                            removes_view_rows=True, view=ViewStats(rows=view_rows), range_records={0: 1000, 1: 1000},
-                           partitions=2, rewrite_reason=None, small_range=True, ranges={0: (0, 1000), 1: (0, 1000)},
+                           partitions=2, rewrite_reason=None, small_range=True, scratch_only_if_sliced=True,
+                           ranges={0: (0, 1000), 1: (0, 1000)},
                            raw_snapshot_id=1)
 
 
@@ -250,3 +251,40 @@ def test_a_run_too_small_to_slice_chooses_its_layout_without_planning_files() ->
         start._layout(_small_plan(10, "timestamp"), _Unplannable(), _Unplannable(), 2, None)  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="planned"):
         start._layout(_small_plan(10), _Unplannable(), _Unplannable(), 2, SLICED)  # type: ignore[arg-type]
+
+
+def test_a_sliced_first_run_shares_key_tables_while_a_tasks_share_fits_and_needs_no_scratch_table() -> None:
+    """``RunContext.shared_key_tables``: a sliced first run under ``offset`` shares each partition's keys among
+    enough tasks to fill the slots while a task's share fits the memory a task may count on; a sliced incremental run,
+    or another strategy, keeps the scratch table. So slicing costs a first run no scratch table
+    (``CompactionPlan.scratch_only_if_sliced``): one partition of 500,000 records is sliced on 2 slots, where an
+    incremental run of as many stays partitioned."""
+    from typing import Any, cast
+
+    from compactor.compaction.context import KEY_TABLE, MASKS, SHARED_KEY_TABLES, RunContext
+    from compactor.compaction.execution import KEY_TABLE_RECORD_BYTES, PARTITIONED, SLICED, Layout, choose_layout
+
+    records = 500_000
+    first = plan(None, offsets((records,)), (records,))
+    incremental = plan(cursor((0,)), offsets((records,)), (records,))
+    assert not first.scratch_only_if_sliced and incremental.scratch_only_if_sliced
+    assert choose_layout([records], 2, raw_bytes=10**8, view_bytes=0, inline=first.scratch_only_if_sliced).sliced
+    assert not choose_layout([records], 2, raw_bytes=10**8, view_bytes=0,
+                             inline=incremental.scratch_only_if_sliced).sliced
+
+    def run(found: CompactionPlan, memory: int | None, *, slots: int = 2, kind: str = SLICED) -> RunContext:
+        none = cast(Any, None)
+        return RunContext(none, found, none, Layout(kind, slots, 1 << 23, 1 << 23), "c", "r", "s", "x", none, none,
+                          None, memory)
+
+    share = -(-records // 2) * KEY_TABLE_RECORD_BYTES
+    assert run(first, share).key_table_buckets == 2 and run(first, share).append_winners == SHARED_KEY_TABLES
+    assert run(first, share - 1).append_winners == MASKS and run(first, None).append_winners == MASKS
+    assert run(first, records * KEY_TABLE_RECORD_BYTES, slots=1).key_table_buckets == 1
+    assert run(first, 10**12, kind=PARTITIONED).append_winners == KEY_TABLE
+    assert run(incremental, 10**12).append_winners == MASKS
+    by_time = TopicSettings.from_properties({"compactor.cleanup.policy": "compact",
+                                             "compactor.compaction.strategy": "timestamp"})
+    assert run(plan(None, offsets((records,)), (records,), settings=by_time), 10**12).append_winners == MASKS
+    two = plan(None, offsets((records, 10)), (records, 10))
+    assert run(two, 10**12, slots=3).key_table_buckets == 2  # 3 slots, 2 partitions with work
