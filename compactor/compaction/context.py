@@ -100,8 +100,7 @@ class RunContext:
         plan = self.plan
         if not (self.layout.sliced and plan.cursor is None and plan.small_range):
             return False
-        records = -(-max(plan.range_records.values(), default=0) // self.key_table_buckets)
-        return self.task_memory is not None and records * KEY_TABLE_RECORD_BYTES <= self.task_memory
+        return self._fits_a_task(-(-max(plan.range_records.values(), default=0) // self.key_table_buckets))
 
     @property
     def key_table_fits(self) -> bool:
@@ -109,7 +108,12 @@ class RunContext:
         a task reads (a partition's range, or the whole range when each pass is read in one task) at
         ``KEY_TABLE_RECORD_BYTES`` each. Past it the masks, which Spark aggregates and can spill, take over."""
         plan = self.plan
-        records = plan.records_in_range if self.layout.one_task else max(plan.range_records.values(), default=0)
+        return self._fits_a_task(plan.records_in_range if self.layout.one_task
+                                 else max(plan.range_records.values(), default=0))
+
+    def _fits_a_task(self, records: int) -> bool:
+        """Whether a key table of ``records`` records, at ``KEY_TABLE_RECORD_BYTES`` each, fits the execution memory a
+        task may count on (``task_memory``; none known, no table)."""
         return self.task_memory is not None and records * KEY_TABLE_RECORD_BYTES <= self.task_memory
 
     @property

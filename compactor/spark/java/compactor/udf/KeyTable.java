@@ -1,6 +1,7 @@
 package compactor.udf;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -8,6 +9,7 @@ import java.util.Map;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.XXH64;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
 
@@ -46,15 +48,31 @@ final class KeyTable {
 
     /** A table of the keys in {@code bucket} of {@code buckets}. */
     KeyTable(final int hashBits, final int bucket, final int buckets) {
+        check(hashBits, bucket, buckets);
+        this.hashMask = hashBits == 64 ? -1L : (1L << hashBits) - 1;
+        this.bucket = bucket;
+        this.buckets = buckets;
+    }
+
+    /**
+     * Refuse a table's arguments, or narrow rows whose columns are not {@code partition, key, offset} in that order:
+     * callers check on the driver, before any task builds a table.
+     */
+    static void check(final int hashBits, final int bucket, final int buckets, final StructType narrow) {
+        check(hashBits, bucket, buckets);
+        if (!Arrays.equals(narrow.fieldNames(), new String[] {"partition", "key", "offset"})) {
+            throw new IllegalArgumentException("the narrow rows' columns must be partition, key, offset, not "
+                    + Arrays.toString(narrow.fieldNames()));
+        }
+    }
+
+    private static void check(final int hashBits, final int bucket, final int buckets) {
         if (hashBits < 0 || hashBits > 64) {
             throw new IllegalArgumentException("hashBits must be within 0..64, not " + hashBits);
         }
         if (buckets < 1 || bucket < 0 || bucket >= buckets) {
             throw new IllegalArgumentException("bucket " + bucket + " of " + buckets + " does not exist");
         }
-        this.hashMask = hashBits == 64 ? -1L : (1L << hashBits) - 1;
-        this.bucket = bucket;
-        this.buckets = buckets;
     }
 
     void add(final InternalRow row) {

@@ -1,7 +1,6 @@
 package compactor.udf;
 
 import java.io.Serializable;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -62,11 +61,7 @@ public final class RangeWinners {
      */
     public static Result keep(final Dataset<Row> narrow, final Dataset<Row> full, final String tombstone,
                               final int hashBits) {
-        new KeyTable(hashBits);  // refuses a bad hashBits here, not in the tasks
-        if (!Arrays.equals(narrow.schema().fieldNames(), new String[] {"partition", "key", "offset"})) {
-            throw new IllegalArgumentException("the narrow rows' columns must be partition, key, offset, not "
-                    + Arrays.toString(narrow.schema().fieldNames()));
-        }
+        KeyTable.check(hashBits, 0, 1, narrow.schema());
         final StructType schema = full.schema();
         final int[] columns = columns(schema, tombstone);
         final SparkSession session = full.sparkSession();

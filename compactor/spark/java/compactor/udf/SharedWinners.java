@@ -74,11 +74,7 @@ public final class SharedWinners {
      */
     public static SharedWinners find(final Dataset<Row> narrow, final Table table, final String directory,
                                      final int buckets, final int hashBits) {
-        new KeyTable(hashBits, 0, buckets);  // refuses bad arguments here, not in the tasks
-        if (!Arrays.equals(narrow.schema().fieldNames(), new String[] {"partition", "key", "offset"})) {
-            throw new IllegalArgumentException("the narrow rows' columns must be partition, key, offset, not "
-                    + Arrays.toString(narrow.schema().fieldNames()));
-        }
+        KeyTable.check(hashBits, 0, buckets, narrow.schema());
         final JavaSparkContext context = JavaSparkContext.fromSparkContext(narrow.sparkSession().sparkContext());
         final Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
         final String base = directory.endsWith("/") ? directory : directory + "/";
