@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,3 +110,33 @@ def raw(lake: Lake, name: str, **kwargs: Any) -> list[Record]:
 
 def key_of(record: Record) -> tuple[int, bytes | None]:
     return record.partition, record.key
+
+
+CLI_CHAIN = """
+import contextlib, io, json, sys
+from compactor.cli.main import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    results.append({"code": code, "stdout": out.getvalue()})
+print(json.dumps(results))
+"""
+
+
+def cli_chain(lake: Lake, *verbs: list[str],
+              env: Mapping[str, str] | None = None) -> tuple[list[dict[str, object]], str]:
+    """Run ``verbs`` (each a command line, against ``lake``) in one fresh process, in order, so that they share one
+    JVM: each verb's exit code and standard output, and the process's standard error. ``env``, if given, is the
+    process's whole environment; by default this process's."""
+    run_env = {**(os.environ if env is None else env), "PYTHONPATH": os.getcwd(),
+               "COMPACTOR_CATALOG_NAME": lake.config.catalog_name}
+    argv = [["--warehouse", lake.config.warehouse, *verb] for verb in verbs]
+    proc = subprocess.run([sys.executable, "-c", CLI_CHAIN, json.dumps(argv)], env=run_env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results: list[dict[str, object]] = json.loads(proc.stdout.splitlines()[-1])
+    for verb, result in zip(verbs, results, strict=True):
+        assert result["code"] == 0, (verb, proc.stderr[-3000:])
+    return results, proc.stderr

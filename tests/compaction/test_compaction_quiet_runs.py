@@ -12,9 +12,6 @@ one and has none of the job's settings.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,7 +23,7 @@ from compactor.compaction.job import compact_topic
 from compactor.lake import Lake
 from compactor.producing.producer import produce
 from compactor.topics.records import ProducerRecord, Record
-from tests.helpers import compacted_rows, current_cursor, view
+from tests.helpers import cli_chain, compacted_rows, current_cursor, view
 
 pytestmark = pytest.mark.spark
 HOUR = 3_600_000
@@ -141,31 +138,7 @@ def test_a_run_with_nothing_new_does_its_work(spark: SparkSession, lake: Lake, k
 # One fresh process runs the four kinds one after another through ``compactor.cli.main.main`` (one JVM, not four:
 # the first run is in a fresh process, the others check each kind's command line); the layouts alternate, and
 # both are covered in-process above.
-CHAIN = """
-import contextlib, io, json, sys
-from compactor.cli.main import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(argv)
-    results.append({"code": code, "stdout": out.getvalue()})
-print(json.dumps(results))
-"""
 FRESH = [("tombstones", "sliced"), ("keyless", "partitioned"), ("trim", None), ("rewrite", "sliced")]
-
-
-def cli_chain(lake: Lake, *verbs: list[str]) -> list[dict[str, object]]:
-    """Run ``verbs`` (each a command line) in one fresh process, in order; each one's exit code and output."""
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "COMPACTOR_CATALOG_NAME": lake.config.catalog_name}
-    argv = [["--warehouse", lake.config.warehouse, *verb] for verb in verbs]
-    proc = subprocess.run([sys.executable, "-c", CHAIN, json.dumps(argv)], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results: list[dict[str, object]] = json.loads(proc.stdout.splitlines()[-1])
-    for verb, result in zip(verbs, results, strict=True):
-        assert result["code"] == 0, (verb, proc.stderr[-3000:])
-    return results
 
 
 def test_a_run_with_nothing_new_in_a_fresh_process(spark: SparkSession, lake: Lake) -> None:
@@ -183,7 +156,7 @@ def test_a_run_with_nothing_new_in_a_fresh_process(spark: SparkSession, lake: La
         else:
             verbs.append(["compact", f"q.{kind}", "--now-ms", str(quiet.now_ms), "--layout", str(layout),
                           *(["--rewrite"] if quiet.rewrite else [])])
-    results = cli_chain(lake, *verbs)
+    results, _ = cli_chain(lake, *verbs)
     for (kind, layout), result in zip(FRESH, results, strict=True):
         name, quiet = f"q.{kind}", quiets[kind]
         out = json.loads(str(result["stdout"]))

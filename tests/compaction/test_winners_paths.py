@@ -30,7 +30,7 @@ from compactor.lake import Lake
 from tests.backends import Backend
 from tests.compaction import test_compaction_random as randomised
 from tests.compaction import test_compaction_safety as safety
-from tests.helpers import compacted_rows, current_cursor
+from tests.helpers import cli_chain, compacted_rows, current_cursor
 
 pytestmark = pytest.mark.spark
 
@@ -167,16 +167,14 @@ def test_killing_an_inline_run_leaves_the_previous_cursor_and_no_scratch_table(
 
 
 @pytest.mark.slow  # a JVM of its own
-@pytest.mark.parametrize("layout", ["default", "sliced"])
-def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command_line(lake: Lake, layout: str) -> None:
-    """As users run it, in a fresh process: a first run of one partition holding ``FIRST_RUN_WINDOW_LIMIT + 1``
-    records (keys of 1 to 12 bytes, null keys, tombstones) finds its winners in the key table, or, with ``--layout
-    sliced``, in shared key tables; its progress says so, and its view holds each key's latest record, tombstones
-    stamped, keyless records dropped."""
+def test_first_runs_past_the_windows_limit_take_the_key_tables_from_the_command_line(lake: Lake) -> None:
+    """As users run it, in a fresh process on 2 cores (one JVM for both commands): a first run of one partition
+    holding ``FIRST_RUN_WINDOW_LIMIT + 1`` records (keys of 1 to 12 bytes, null keys, tombstones) finds its winners
+    in the key table with ``--layout partitioned`` (one task), and in shared key tables with ``--layout sliced``;
+    the progress says so, and each view holds each key's latest record, tombstones stamped, keyless records
+    dropped."""
     import json
     import os
-    import subprocess
-    import sys
 
     import pyarrow as pa
 
@@ -186,28 +184,27 @@ def test_a_first_run_past_the_windows_limit_takes_the_key_table_from_the_command
     count = plan.FIRST_RUN_WINDOW_LIMIT + 1
     keys: list[bytes | None] = [None if i % 97 == 0 else b"k%d" % (i * 7919 % 30_011) for i in range(count)]
     values: list[bytes | None] = [None if i % 13 == 0 else b"v%d" % i for i in range(count)]
-    topic = lake.create_topic("w.big", partitions=1, config={"cleanup.policy": "compact"})
-    produce_arrow(topic, pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}))
+    ways = {"partitioned": "key table", "sliced": "shared key tables"}
+    for layout in ways:
+        topic = lake.create_topic(f"w.{layout}", partitions=1, config={"cleanup.policy": "compact"})
+        produce_arrow(topic, pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "PYSPARK", "SPARK_"))}
-    cores = "2" if layout == "sliced" else "1"  # sliced: each of the two slots holds half of the keys
-    env.update(PYTHONPATH=os.getcwd(), COMPACTOR_CATALOG_NAME=lake.config.catalog_name, COMPACTOR_SPARK_CORES=cores,
-               COMPACTOR_DRIVER_MEMORY="768m", **jvm_env())
-    forced = ["--layout", "sliced"] if layout == "sliced" else []
-    done = subprocess.run([sys.executable, "-m", "compactor.cli.main", "--warehouse", lake.config.warehouse,
-                           "compact", "w.big", "--now-ms", "5000", *forced], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout)["stats"]["records_read"] == count
-    appends = [line for line in done.stderr.splitlines() if "phase 2 appends:" in line]
-    way = "shared key tables" if layout == "sliced" else "key table"
-    assert len(appends) == 1 and f'"winners":"{way}"' in appends[0], done.stderr[-3000:]
-    if layout == "sliced":  # phase 1: one task per slot, each holding half of the keys
-        assert any("phase 1 done" in line and '"buckets":2' in line for line in done.stderr.splitlines())
+    env.update(COMPACTOR_SPARK_CORES="2", COMPACTOR_DRIVER_MEMORY="768m", **jvm_env())
+    results, stderr = cli_chain(lake, *(["compact", f"w.{layout}", "--now-ms", "5000", "--layout", layout]
+                                        for layout in ways), env=env)
     latest = {key: offset for offset, key in enumerate(keys) if key is not None}
     expected = sorted((offset, key, values[offset]) for key, offset in latest.items())
-    got = [(record.offset, record.key, record.value, horizon) for record, horizon in compacted_rows(lake, "w.big")]
-    assert [row[:3] for row in got] == expected
-    assert all((horizon is not None) == (value is None) for _, _, value, horizon in got)
+    for (layout, way), result in zip(ways.items(), results, strict=True):
+        assert json.loads(str(result["stdout"]))["stats"]["records_read"] == count
+        progress = [line for line in stderr.splitlines() if f"compact w.{layout}: " in line]
+        appends = [line for line in progress if "phase 2 appends:" in line]
+        assert len(appends) == 1 and f'"winners":"{way}"' in appends[0], stderr[-3000:]
+        if layout == "sliced":  # phase 1: one task per slot, each holding half of the keys
+            assert any("phase 1 done" in line and '"buckets":2' in line for line in progress), stderr[-3000:]
+        got = [(record.offset, record.key, record.value, horizon)
+               for record, horizon in compacted_rows(lake, f"w.{layout}")]
+        assert [row[:3] for row in got] == expected
+        assert all((horizon is not None) == (value is None) for _, _, value, horizon in got)
 
 
 @pytest.mark.parametrize("retain", [pytest.param(False, marks=pytest.mark.slow), True])
