@@ -128,8 +128,9 @@ print(json.dumps(results))
 def cli_chain(lake: Lake, *verbs: list[str],
               env: Mapping[str, str] | None = None) -> tuple[list[dict[str, object]], str]:
     """Run ``verbs`` (each a command line, against ``lake``) in one fresh process, in order, so that they share one
-    JVM: each verb's exit code and standard output, and the process's standard error. ``env``, if given, is the
-    process's whole environment; by default this process's."""
+    JVM: each verb's exit code and standard output, and the process's standard error. The process starts from
+    ``env`` (by default this process's environment), with the repository on ``PYTHONPATH`` and the lake's catalog
+    name added."""
     run_env = {**(os.environ if env is None else env), "PYTHONPATH": os.getcwd(),
                "COMPACTOR_CATALOG_NAME": lake.config.catalog_name}
     argv = [["--warehouse", lake.config.warehouse, *verb] for verb in verbs]
