@@ -2,7 +2,8 @@
 (``<!-- not run: ... -->``, naming the test that covers it); the README and the docs link only to what exists.
 
 Shell blocks run in a temporary directory with the project's virtual environment there (``.venv``, as the
-walk-through expects) and on PATH, and ``COMPACTOR_WAREHOUSE`` inside it; Python blocks then run against the
+walk-through expects) and on PATH, ``COMPACTOR_WAREHOUSE`` inside it, and ``BOOTSTRAP`` naming the run's one Kafka
+broker (the mirroring page's walk-through starts a broker only when none is named); Python blocks then run against the
 lake those blocks made. One runner process runs the blocks of every page (tests/readme_blocks.py), so the Python
 blocks that start Spark share one JVM; the walk-through's ``compactor compact`` starts the other.
 """
@@ -20,6 +21,7 @@ import pytest
 
 from tests.conftest import jvm_env
 from tests.readme_blocks import COVERING_TEST, Block, blocks_of, extract, nav_pages, pages
+from tests.servers import KafkaBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|ERROR) ", re.MULTILINE)
@@ -70,22 +72,25 @@ def test_the_readme_links_only_to_files_that_exist() -> None:
     assert [t for t in local if not (ROOT / t).exists()] == []
 
 
-def _environment(workdir: Path) -> dict[str, str]:
+def _environment(workdir: Path, bootstrap: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("COMPACTOR_", "AWS_", "PYSPARK", "SPARK_", "PYICEBERG_", "VIRTUAL_ENV"))}
     env["PATH"] = f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env["COMPACTOR_WAREHOUSE"] = str(workdir / "warehouse")
     env["PYICEBERG_HOME"] = str(workdir / "pyiceberg-home")
+    env["BOOTSTRAP"] = bootstrap  # the run's one broker: the mirroring page's walk-through starts none of its own
     env.update(COMPACTOR_DRIVER_MEMORY="768m", COMPACTOR_SPARK_CORES="1", COMPACTOR_SHUFFLE_PARTITIONS="2",
                **jvm_env())  # the tests' JVM options: speed only, no output or behaviour of their own
     return env
 
 
 @pytest.mark.spark
-@pytest.mark.slow  # ~50 s (two JVMs); the routes its blocks take are each in the loop through their own tests
+@pytest.mark.slow  # ~50 s (two JVMs and the run's broker); the routes its blocks take are each in the loop through
+# their own tests
 @pytest.mark.long
-def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     kafka_broker: KafkaBroker) -> None:
     paths = pages()
     blocks = blocks_of(paths)
     skipped = [b for b in blocks if b.not_run is not None]
@@ -96,10 +101,11 @@ def test_every_block_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     workdir = tmp_path / "readme"
     workdir.mkdir()
     (workdir / ".venv").symlink_to(ROOT / ".venv")  # `source .venv/bin/activate`, as after set-up
-    (workdir / "infra").symlink_to(ROOT / "infra")  # the project's scripts, as in a checkout (a local broker)
+    (workdir / "infra").symlink_to(ROOT / "infra")  # the project's scripts, as in a checkout
     report = tmp_path / "outcomes.json"
+    env = _environment(workdir, kafka_broker.bootstrap)
     result = subprocess.run([sys.executable, "-m", "tests.readme_blocks", str(workdir), str(report),
-                             *map(str, paths)], cwd=ROOT, env=_environment(workdir), capture_output=True, text=True,
+                             *map(str, paths)], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=1800, check=False)
     assert result.returncode == 0, result.stderr[-5000:]
     outcomes = json.loads(report.read_text())
