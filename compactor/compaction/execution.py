@@ -1,6 +1,6 @@
 """How Spark runs a compaction: the layout of its tasks, the job session's settings, the scans and the jobs' names.
 
-Two layouts, chosen per run by estimated cost (``choose_layout``; measurements in bench/README.md):
+Two layouts, chosen per run by estimated cost (``choose_layout``; measurements in bench/findings.md):
 
 * **partitioned**: one task per topic partition, storage-partitioned end to end (both tables and the phase-1
   scratch table are partitioned by ``identity(partition)``): phase 1 aggregates each partition's range without
@@ -43,7 +43,7 @@ PARTITIONED = "partitioned"
 SLICED = "sliced"
 # Task time per record of the sliced layout relative to the partitioned one (the exchange of phase 1 and the
 # replicated winners), from full runs forced to each layout on the standard workload on 2 slots
-# (bench/README.md): 1.27 with 4 partitions (sliced 9.0 s, partitioned 7.1 s), 1.50 with 1 partition.
+# (bench/findings.md): 1.27 with 4 partitions (sliced 9.0 s, partitioned 7.1 s), 1.50 with 1 partition.
 SLICED_COST = 1.3
 TASKS_PER_SLOT = 2
 # A pass whose slices join nothing (``context.SHARED_KEY_TABLES``'s append pass: each slice tests its rows against
@@ -61,11 +61,11 @@ NARROW_VIEW_ROW = 0.25
 SLICED_MIN_WORK = 100_000
 # The fixed cost, in records, of a scratch table that a sliced run needs where a partitioned one could hand its
 # winners inline (``context.RunContext.winners_inline``): its job, creation, commit, scans and drop. Measured on
-# the standard workload in 1 partition after a 1% append (bench/README.md): partitioned and inline 2.6-3.7 s,
+# the standard workload in 1 partition after a 1% append (bench/findings.md): partitioned and inline 2.6-3.7 s,
 # sliced with the table 3.7-4.2 s, where the estimates alone (510,000 against 331,000) favoured slicing.
 SCRATCH_WORK = 300_000
 # Below this much work (as ``SLICED_MIN_WORK`` counts it) a run that is not a rewrite reads each pass in one task:
-# on 2 slots one task per pass was faster up to 110,000 and no faster at 220,000 (bench/README.md).
+# on 2 slots one task per pass was faster up to 110,000 and no faster at 220,000 (bench/findings.md).
 ONE_TASK_WORK = 100_000
 
 # Settings of the job session, whatever the layout: storage-partitioned joins and grouping, and no broadcast
@@ -127,15 +127,15 @@ def split_bytes(total_bytes: int, slots: int) -> int:
 
 
 def choose_layout(work: Sequence[float], slots: int, *, raw_bytes: int, view_bytes: int,
-                  force: str | None = None, inline: bool = False, rewrite: bool = False) -> Layout:
+                  force: str | None = None, scratch_if_sliced: bool = False, rewrite: bool = False) -> Layout:
     """The cheaper layout for ``work`` (estimated cost per topic partition) on ``slots`` task slots, unless
-    ``force`` names one (tests and benchmarks compare both); ``inline``: partitioned, the run would keep no
-    scratch table (``SCRATCH_WORK``); ``rewrite``: the run writes the whole view (never ``one_task``)."""
+    ``force`` names one (tests and benchmarks compare both); ``scratch_if_sliced``: the run would keep a scratch
+    table only if sliced (``SCRATCH_WORK``); ``rewrite``: the run writes the whole view (never ``one_task``)."""
     if force not in (None, PARTITIONED, SLICED):
         raise InputError(f"unknown layout {force!r}: use {PARTITIONED!r} or {SLICED!r}")
     busy = sum(1 for w in work if w > 0)
     partitioned = makespan(work, slots)
-    sliced = sum(work) / max(slots, 1) * SLICED_COST + (SCRATCH_WORK if inline else 0)
+    sliced = sum(work) / max(slots, 1) * SLICED_COST + (SCRATCH_WORK if scratch_if_sliced else 0)
     estimate = f"estimated {partitioned:.0f} partitioned vs {sliced:.0f} sliced on {slots} slot(s)"
     if force is None and not rewrite and sum(work) < ONE_TASK_WORK:
         return Layout(PARTITIONED, slots, one_task=True, reason=f"too little work for a task per partition: one "

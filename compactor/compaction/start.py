@@ -119,7 +119,8 @@ def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,
         whole = sum(estimate_work(plan.range_records, {0: all_view_rows}, max(plan.partitions, 1),
                                   rewrite=plan.rewrite_reason is not None))
         if whole < SLICED_MIN_WORK:
-            return choose_layout([whole], slots, raw_bytes=0, view_bytes=0, inline=plan.scratch_only_if_sliced,
+            return choose_layout([whole], slots, raw_bytes=0, view_bytes=0,
+                                 scratch_if_sliced=plan.scratch_only_if_sliced,
                                  rewrite=plan.rewrite_reason is not None), None
     with translate_storage_errors(f"planning {topic.name}"):
         raw_files = topic.raw_files(plan.raw_snapshot_id, ranges(plan.ranges)) if plan.ranges else []
@@ -133,5 +134,5 @@ def _layout(plan: CompactionPlan, topic: Topic, view_table: Table, slots: int,
                          rewrite=plan.rewrite_reason is not None)
     chosen = choose_layout(work, slots, raw_bytes=sum(f.size_bytes for f in raw_files),
                            view_bytes=sum(int(f.file_size_in_bytes) for f in view_files), force=force,
-                           inline=plan.scratch_only_if_sliced, rewrite=plan.rewrite_reason is not None)
+                           scratch_if_sliced=plan.scratch_only_if_sliced, rewrite=plan.rewrite_reason is not None)
     return chosen, timestamp_bounds(raw_files)

@@ -208,8 +208,8 @@ def test_a_run_that_can_go_inline_stays_partitioned_unless_slicing_saves_more_th
     partitioned when it can go inline, and a first run of 5M records on 1 partition is still sliced."""
     incremental = estimate_work({0: 50_000}, {0: 1_840_000}, 1, rewrite=False)
     assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8).kind == SLICED
-    assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8, inline=True).kind == PARTITIONED
-    assert choose_layout([5_000_000], 2, raw_bytes=10**9, view_bytes=0, inline=True).kind == SLICED
+    assert choose_layout(incremental, 2, raw_bytes=10**7, view_bytes=10**8, scratch_if_sliced=True).kind == PARTITIONED
+    assert choose_layout([5_000_000], 2, raw_bytes=10**9, view_bytes=0, scratch_if_sliced=True).kind == SLICED
 
 
 class _Unplannable:
@@ -268,9 +268,10 @@ def test_a_sliced_first_run_shares_key_tables_while_a_tasks_share_fits_and_needs
     first = plan(None, offsets((records,)), (records,))
     incremental = plan(cursor((0,)), offsets((records,)), (records,))
     assert not first.scratch_only_if_sliced and incremental.scratch_only_if_sliced
-    assert choose_layout([records], 2, raw_bytes=10**8, view_bytes=0, inline=first.scratch_only_if_sliced).sliced
+    assert choose_layout([records], 2, raw_bytes=10**8, view_bytes=0,
+                         scratch_if_sliced=first.scratch_only_if_sliced).sliced
     assert not choose_layout([records], 2, raw_bytes=10**8, view_bytes=0,
-                             inline=incremental.scratch_only_if_sliced).sliced
+                             scratch_if_sliced=incremental.scratch_only_if_sliced).sliced
 
     def run(found: CompactionPlan, memory: int | None, *, slots: int = 2, kind: str = SLICED) -> RunContext:
         none = cast(Any, None)
