@@ -45,7 +45,7 @@ SESSION_EXTENSIONS = (ICEBERG_EXTENSIONS, PRODUCT_EXTENSIONS)
 ONE_PASS_AGGREGATES = "spark.compactor.onePassAggregates"
 # The garbage collector of a local session's JVM, which runs the driver and every task: the throughput collector.
 # JDK 17 picks G1 on a machine with 2 cores, whose concurrent threads and write barriers cost a compaction's
-# short, allocation-heavy tasks more than they save (bench/README.md, "The JVM's collector": on the standard
+# short, allocation-heavy tasks more than they save (bench/findings.md, "The JVM's collector": on the standard
 # workload the incremental run took 0.77 s instead of 1.32 s, the first run 5.5 s instead of 6.4 s).
 LOCAL_COLLECTOR = "-XX:+UseParallelGC"
 # where a JVM's options may already name a collector (a second one stops the JVM: "conflicting collector
