@@ -87,8 +87,9 @@ def assert_nowhere(values: list[str], result: subprocess.CompletedProcess[str], 
     assert result.returncode == 0, result.stderr[-3000:]
     for secret in values:
         assert secret not in result.stdout and secret not in result.stderr
-    logs = [path for path in events.iterdir() if path.is_file()]
-    assert logs, "the runs should have written Spark event logs"
+    logs = [path for path in events.rglob("*") if path.is_file()]  # a rolling log is a folder of files
+    tree = sorted(str(path.relative_to(events.parent)) for path in events.parent.rglob("*"))
+    assert logs, f"the runs should have written Spark event logs; the test's folder: {tree}\n{result.stderr[-3000:]}"
     for path in logs:
         text = path.read_text(errors="replace")
         assert all(secret not in text for secret in values), path
