@@ -23,29 +23,21 @@ echo "[test] the test JVMs' class-data-sharing archive" >&2   # once per JVM and
 echo "[test] pytest" >&2
 # The tests' temporary directories (their lakes, catalogs and servers' data) on a memory file system when it has
 # room: every catalog commit, Parquet file and metadata file is written there, and SQLite's fsyncs cost nothing
-# (5-8% of the wall time of a JVM-heavy subset on this disk). Each run has a folder of its own, named with this
-# shell's process id: two runs on one machine (two worktrees, two CI jobs) must not empty each other's folders
-# under their running tests. A passing run's folder is removed at its end; a failing run's is kept for a look
-# until the next run starts, which removes every earlier run's folder whose process is gone. A caller's own
+# (5-8% of the wall time of a JVM-heavy subset on this disk). Each run has a folder of its own, locked while the run
+# lasts (infra/test-tmpdir.sh), so that two runs on one machine cannot empty each other's folders. A passing run's
+# folder is removed at its end; a failing run's is kept for a look until a later run starts. A caller's own
 # --basetemp wins.
+. "$ROOT/infra/test-tmpdir.sh"
+test_tmpdir "/dev/shm/compactor-tests-$(id -u)" $((8 * 1024 * 1024))
 BASETEMP=()
-SHM_PREFIX=/dev/shm/compactor-tests-$(id -u)
-SHM_DIR=$SHM_PREFIX.$$
-for old in "$SHM_PREFIX" "$SHM_PREFIX".*; do
-  [ -d "$old" ] || continue
-  if [ "$old" = "$SHM_PREFIX" ] || ! kill -0 "${old##*.}" 2>/dev/null; then
-    rm -rf "$old"
-  fi
-done
-if [ -d /dev/shm ] && [ -w /dev/shm ] \
-   && [ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')" -gt $((8 * 1024 * 1024)) ] 2>/dev/null; then
-  BASETEMP=(--basetemp "$SHM_DIR")
-  echo "[test] temporary directories in $SHM_DIR (memory)" >&2
+if [ -n "$TEST_TMPDIR" ]; then
+  BASETEMP=(--basetemp "$TEST_TMPDIR")
+  echo "[test] temporary directories in $TEST_TMPDIR (memory)" >&2
 fi
 # -n 2: two workers, one SparkSession each; one Kafka broker, Connect worker and REST catalog (tests/conftest.py)
 status=0
 "$PY" -m pytest -n 2 --durations=25 "${BASETEMP[@]}" "$@" || status=$?
 if [ "$status" -eq 0 ] && [ ${#BASETEMP[@]} -gt 0 ]; then
-  rm -rf "$SHM_DIR"
+  rm -rf "$TEST_TMPDIR" "$TEST_TMPDIR.lock"
 fi
 exit "$status"
