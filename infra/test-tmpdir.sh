@@ -11,10 +11,11 @@
 # Without flock (util-linux), nothing is made or removed.
 
 test_tmpdir() {
-  local prefix=$1 min_free_kb=$2 old
+  local prefix=$1 min_free_kb=$2 parent old free
+  parent=$(dirname "$prefix")
   TEST_TMPDIR=
   command -v flock >/dev/null || return 0
-  [ -d "$(dirname "$prefix")" ] && [ -w "$(dirname "$prefix")" ] || return 0
+  [ -d "$parent" ] && [ -w "$parent" ] || return 0
   rm -rf "$prefix"
   for old in "$prefix".*; do
     case "$old" in *.lock) continue ;; esac
@@ -22,8 +23,7 @@ test_tmpdir() {
       rm -f "$old.lock"
     fi
   done
-  local free
-  free=$(df -Pk "$(dirname "$prefix")" 2>/dev/null | awk 'NR == 2 {print $4}') || true
+  free=$(df -Pk "$parent" 2>/dev/null | awk 'NR == 2 {print $4}') || true
   [ -n "$free" ] && [ "$free" -gt "$min_free_kb" ] || return 0
   TEST_TMPDIR=$(mktemp -d "$prefix.XXXXXX")
   exec 9>"$TEST_TMPDIR.lock"

@@ -37,7 +37,7 @@ fi
 # -n 2: two workers, one SparkSession each; one Kafka broker, Connect worker and REST catalog (tests/conftest.py)
 status=0
 "$PY" -m pytest -n 2 --durations=25 "${BASETEMP[@]}" "$@" || status=$?
-if [ "$status" -eq 0 ] && [ ${#BASETEMP[@]} -gt 0 ]; then
+if [ "$status" -eq 0 ] && [ -n "$TEST_TMPDIR" ]; then
   rm -rf "$TEST_TMPDIR" "$TEST_TMPDIR.lock"
 fi
 exit "$status"

@@ -88,8 +88,10 @@ def assert_nowhere(values: list[str], result: subprocess.CompletedProcess[str], 
     for secret in values:
         assert secret not in result.stdout and secret not in result.stderr
     logs = [path for path in events.rglob("*") if path.is_file()]  # a rolling log is a folder of files
-    tree = sorted(str(path.relative_to(events.parent)) for path in events.parent.rglob("*"))
-    assert logs, f"the runs should have written Spark event logs; the test's folder: {tree}\n{result.stderr[-3000:]}"
+    if not logs:
+        tree = sorted(str(path.relative_to(events.parent)) for path in events.parent.rglob("*"))
+        pytest.fail(f"the runs should have written Spark event logs; the test's folder: {tree}\n"
+                    f"{result.stderr[-3000:]}")
     for path in logs:
         text = path.read_text(errors="replace")
         assert all(secret not in text for secret in values), path
